@@ -1,0 +1,265 @@
+#include "hash/bucket_table.h"
+
+#define _LGPL_SOURCE 1
+#include <sys/mman.h>
+#include <unistd.h>
+#include <urcu-bp.h>
+
+#include <cstdlib>
+#include <new>
+
+#include "absl/base/internal/raw_logging.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+
+namespace parklot {
+
+void Bucket::Enqueue(Waiter* w) {
+  w->next = nullptr;
+  if (tail == nullptr) {
+    head = w;
+  } else {
+    tail->next = w;
+  }
+  tail = w;
+}
+
+void Bucket::Remove(Waiter* w, Waiter* prev) {
+  if (prev == nullptr) {
+    head = w->next;
+  } else {
+    prev->next = w->next;
+  }
+  if (tail == w) tail = prev;
+  w->next = nullptr;
+}
+
+bool Bucket::HasKey(uintptr_t key, const Waiter* from) const {
+  for (const Waiter* w = from; w != nullptr; w = w->next) {
+    if (w->key == key) return true;
+  }
+  return false;
+}
+
+bool Bucket::FairTimeoutExpired(int64_t now_ns, int64_t mean_ns) {
+  if (fair_deadline_ns != 0 && now_ns < fair_deadline_ns) return false;
+  if (rng == 0) rng = reinterpret_cast<uintptr_t>(this) | 1;
+  // xorshift64: the timer needs spread, not quality.
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  const bool armed = fair_deadline_ns != 0;
+  const uint64_t span = static_cast<uint64_t>(mean_ns) * 2 + 1;
+  fair_deadline_ns = now_ns + static_cast<int64_t>(rng % span);
+  return armed;
+}
+
+bool ParseGrowthPolicy(absl::string_view text, GrowthPolicy* policy,
+                       size_t* fixed_buckets) {
+  if (text == "threads") {
+    *policy = GrowthPolicy::kThreads;
+    return true;
+  }
+  if (text == "cpus") {
+    *policy = GrowthPolicy::kCpus;
+    return true;
+  }
+  if (absl::ConsumePrefix(&text, "fixed:")) {
+    size_t n = 0;
+    if (!absl::SimpleAtoi(text, &n) || n == 0 || n > (size_t{1} << 30)) {
+      return false;
+    }
+    *policy = GrowthPolicy::kFixed;
+    *fixed_buckets = n;
+    return true;
+  }
+  return false;
+}
+
+const char* GrowthPolicyName(GrowthPolicy policy) {
+  switch (policy) {
+    case GrowthPolicy::kThreads:
+      return "threads";
+    case GrowthPolicy::kCpus:
+      return "cpus";
+    case GrowthPolicy::kFixed:
+      return "fixed";
+  }
+  return "?";
+}
+
+size_t RoundUpPow2(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+// The header shares the mapping with the buckets and takes one cache line.
+struct alignas(64) BucketTable::Table {
+  size_t size;
+  unsigned shift;  // 64 - log2(size); 64 for a one-bucket table
+  Bucket* buckets() { return reinterpret_cast<Bucket*>(this + 1); }
+};
+
+BucketTable::Table* BucketTable::AllocateTable(size_t buckets) {
+  const size_t bytes = sizeof(Table) + buckets * sizeof(Bucket);
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    ABSL_RAW_LOG(FATAL, "parklot: cannot map a table of %zu buckets", buckets);
+  }
+  // Zero-filled pages are empty, unlocked buckets.
+  Table* t = static_cast<Table*>(mem);
+  t->size = buckets;
+  unsigned log2 = 0;
+  while ((size_t{1} << log2) < buckets) ++log2;
+  t->shift = 64 - log2;
+  return t;
+}
+
+void BucketTable::FreeTable(Table* table) {
+  munmap(table, sizeof(Table) + table->size * sizeof(Bucket));
+}
+
+size_t BucketTable::IndexOf(const Table* table, uintptr_t key) {
+  // Fibonacci hashing (Knuth): the high bits of key * 2^64/phi. Masking the
+  // shift keeps a one-bucket table (shift 64) well-defined: index 0.
+  const uint64_t h = static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull;
+  return (h >> (table->shift & 63)) & (table->size - 1);
+}
+
+BucketTable::BucketTable(const TableOptions& options) : options_(options) {
+  options_.max_buckets = RoundUpPow2(options_.max_buckets);
+  size_t initial = RoundUpPow2(options_.buckets);
+  if (options_.policy != GrowthPolicy::kFixed) {
+    if (initial < 16) initial = 16;
+    if (initial > options_.max_buckets) initial = options_.max_buckets;
+  }
+  if (options_.cpus == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    options_.cpus = n > 0 ? static_cast<size_t>(n) : 1;
+  }
+  table_.store(AllocateTable(initial), std::memory_order_release);
+  immutable_.store(options_.policy == GrowthPolicy::kFixed ||
+                       initial >= options_.max_buckets,
+                   std::memory_order_release);
+}
+
+BucketTable::~BucketTable() { FreeTable(table_.load()); }
+
+size_t BucketTable::bucket_count() const {
+  return table_.load(std::memory_order_acquire)->size;
+}
+
+BucketTable::ReadSection::ReadSection(const BucketTable& table)
+    : rcu_(!table.immutable()) {
+  if (rcu_) urcu_bp_read_lock();
+}
+
+BucketTable::ReadSection::~ReadSection() {
+  if (rcu_) urcu_bp_read_unlock();
+}
+
+Bucket* BucketTable::LockBucket(uintptr_t key) const {
+  for (;;) {
+    Table* t = table_.load(std::memory_order_acquire);
+    Bucket* b = &t->buckets()[IndexOf(t, key)];
+    b->lock.Lock();
+    // A grower holds every old bucket lock while it moves waiters and
+    // publishes; seeing the same table after locking means no move of this
+    // bucket can be in progress or pending.
+    if (table_.load(std::memory_order_relaxed) == t) return b;
+    b->lock.Unlock();
+  }
+}
+
+std::pair<Bucket*, Bucket*> BucketTable::LockBucketPair(uintptr_t a,
+                                                        uintptr_t b) const {
+  for (;;) {
+    Table* t = table_.load(std::memory_order_acquire);
+    const size_t ia = IndexOf(t, a);
+    const size_t ib = IndexOf(t, b);
+    Bucket* ba = &t->buckets()[ia];
+    Bucket* bb = &t->buckets()[ib];
+    Bucket* first = ia <= ib ? ba : bb;
+    Bucket* second = ia <= ib ? bb : ba;
+    first->lock.Lock();
+    if (table_.load(std::memory_order_relaxed) != t) {
+      first->lock.Unlock();
+      continue;
+    }
+    if (second != first) second->lock.Lock();
+    return {ba, bb};
+  }
+}
+
+void BucketTable::UnlockBucketPair(std::pair<Bucket*, Bucket*> pair) {
+  pair.first->lock.Unlock();
+  if (pair.second != pair.first) pair.second->lock.Unlock();
+}
+
+size_t BucketTable::TargetBuckets(size_t live_threads) const {
+  size_t want;
+  switch (options_.policy) {
+    case GrowthPolicy::kThreads:
+      want = static_cast<size_t>(static_cast<double>(live_threads) *
+                                 options_.load_factor);
+      break;
+    case GrowthPolicy::kCpus:
+      want = 4 * (live_threads < options_.cpus ? live_threads : options_.cpus);
+      break;
+    case GrowthPolicy::kFixed:
+    default:
+      return RoundUpPow2(options_.buckets);
+  }
+  want = RoundUpPow2(want);
+  return want < 16 ? 16 : want;
+}
+
+// Lock analysis cannot follow "every bucket of the old table".
+bool BucketTable::MaybeGrow(size_t live_threads)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (immutable()) return false;
+  size_t target = TargetBuckets(live_threads);
+  if (target > options_.max_buckets) target = options_.max_buckets;
+  if (target <= bucket_count()) return false;
+
+  grow_lock_.Lock();
+  Table* old = table_.load(std::memory_order_acquire);
+  if (target <= old->size) {  // another thread grew it meanwhile
+    grow_lock_.Unlock();
+    return false;
+  }
+  Table* fresh = AllocateTable(target);
+  Bucket* old_buckets = old->buckets();
+  for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Lock();
+  // Old buckets are visited in index order and each queue front to back, so
+  // waiters of one key (all in one old bucket) keep their FIFO order.
+  // Fairness timers start afresh in the new table.
+  for (size_t i = 0; i < old->size; ++i) {
+    Waiter* w = old_buckets[i].head;
+    while (w != nullptr) {
+      Waiter* next = w->next;
+      Bucket& nb = fresh->buckets()[IndexOf(fresh, w->key)];
+      // The new table is not yet published: no other thread can reach it.
+      nb.Enqueue(w);
+      w = next;
+    }
+    old_buckets[i].head = old_buckets[i].tail = nullptr;
+  }
+  table_.store(fresh, std::memory_order_release);
+  if (fresh->size >= options_.max_buckets) {
+    immutable_.store(true, std::memory_order_release);
+  }
+  growths_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Unlock();
+  grow_lock_.Unlock();
+
+  // Threads that loaded `old` may still be spinning on its locks inside
+  // their read sections; free it only after all of those have ended.
+  urcu_bp_synchronize_rcu();
+  FreeTable(old);
+  return true;
+}
+
+}  // namespace parklot

@@ -1,0 +1,160 @@
+// The parking lot's table: a power-of-two array of buckets keyed by address.
+//
+// Each bucket holds a small lock, the FIFO queue of threads parked on keys
+// that hash to it, and the bucket's eventual-fairness timer. The table grows
+// with the process's threads under a policy chosen at start (DESIGN.md,
+// "hash/"); old tables are retired after a liburcu grace period, so readers
+// hold an RCU read-side section, never a shared reference count.
+#ifndef PARKLOT_HASH_BUCKET_TABLE_H_
+#define PARKLOT_HASH_BUCKET_TABLE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
+#include "hash/bucket_lock.h"
+
+namespace parklot {
+
+// A queued thread, as the table sees it: its key and its queue link. The
+// runtime embeds this in its per-thread data (no heap). All fields are
+// guarded by the lock of the bucket the waiter is queued in.
+struct Waiter {
+  uintptr_t key = 0;
+  Waiter* next = nullptr;
+};
+
+// One bucket, on its own cache line so that unrelated keys do not share a
+// line. Zero-filled memory is a valid empty bucket.
+struct alignas(64) Bucket {
+  BucketLock lock;
+  Waiter* head ABSL_GUARDED_BY(lock) = nullptr;
+  Waiter* tail ABSL_GUARDED_BY(lock) = nullptr;
+  // Eventual fairness: CLOCK_MONOTONIC nanoseconds after which the next
+  // unpark from this bucket should hand off fairly; 0 = not yet armed.
+  int64_t fair_deadline_ns ABSL_GUARDED_BY(lock) = 0;
+  uint64_t rng ABSL_GUARDED_BY(lock) = 0;
+
+  // Appends `w` (with w->key set) at the tail of the queue.
+  void Enqueue(Waiter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
+  // Unlinks `w`, whose predecessor in the queue is `prev` (nullptr = head).
+  void Remove(Waiter* w, Waiter* prev) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
+  // True if a waiter other than those already seen has `key`, searching from
+  // `from` (inclusive); used to report "more waiters on this key".
+  bool HasKey(uintptr_t key, const Waiter* from) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
+
+  // The eventual-fairness timer (as in WebKit's and Rust's parking_lot):
+  // returns true if the deadline has passed and then re-arms it at a random
+  // interval, uniform in [0, 2 * mean_ns), from `now_ns` (CLOCK_MONOTONIC).
+  // A never-armed timer is armed and reports false.
+  bool FairTimeoutExpired(int64_t now_ns, int64_t mean_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
+};
+static_assert(sizeof(Bucket) == 64, "one bucket per cache line");
+
+// How the table sizes itself.
+enum class GrowthPolicy {
+  kThreads,  // buckets >= live threads x load factor (default)
+  kCpus,     // Linux 6.16: roundup_pow2(4 x min(threads, CPUs)), min 16
+  kFixed,    // `fixed:N`: N buckets forever, no growth, no RCU section
+};
+
+struct TableOptions {
+  GrowthPolicy policy = GrowthPolicy::kThreads;
+  // Initial size for kThreads/kCpus; the size for kFixed. Rounded up to a
+  // power of two.
+  size_t buckets = 16;
+  // Cap; a table that reaches it becomes immutable. The default covers
+  // 100,000 threads at the default load factor.
+  size_t max_buckets = size_t{1} << 19;
+  // Buckets per live thread for kThreads. At 4, a thread's bucket is
+  // shared with another thread's current key with probability about
+  // 1 - e^(-1/4) = 22%, queues stay under one waiter on average, it matches
+  // the kernel's own 4x factor, and it costs 256 B of table per thread.
+  double load_factor = 4.0;
+  // CPUs for kCpus; 0 = the online CPU count.
+  size_t cpus = 0;
+};
+
+// Parses "threads", "cpus", "fixed:N". Returns false on malformed input.
+bool ParseGrowthPolicy(absl::string_view text, GrowthPolicy* policy,
+                       size_t* fixed_buckets);
+// "threads", "cpus" or "fixed".
+const char* GrowthPolicyName(GrowthPolicy policy);
+
+// Rounds up to a power of two (min 1).
+size_t RoundUpPow2(size_t n);
+
+// The table. Thread-safe: any number of threads may lock buckets while one
+// grows the table. Memory comes from mmap, never malloc, so it can serve a
+// pthread_mutex_lock interposed under a malloc that takes locks.
+class BucketTable {
+ public:
+  explicit BucketTable(const TableOptions& options);
+  // Frees the current table. The caller guarantees no thread uses it.
+  ~BucketTable();
+  BucketTable(const BucketTable&) = delete;
+  BucketTable& operator=(const BucketTable&) = delete;
+
+  // RAII: keeps every table a thread may reach alive. Bucket pointers
+  // obtained inside stay valid until it ends. Must not be held across a
+  // sleep (it would delay growth) and must not be nested with MaybeGrow.
+  // Costs nothing on an immutable table.
+  class ReadSection {
+   public:
+    explicit ReadSection(const BucketTable& table);
+    ~ReadSection();
+    ReadSection(const ReadSection&) = delete;
+    ReadSection& operator=(const ReadSection&) = delete;
+
+   private:
+    bool rcu_;
+  };
+
+  // Returns the bucket for `key` in the current table, locked. Requires an
+  // active ReadSection.
+  Bucket* LockBucket(uintptr_t key) const;
+
+  // Locks the buckets of two keys in one current table, in index order so
+  // that two requeues in opposite directions cannot deadlock. Returns
+  // {bucket(a), bucket(b)}; they are equal when the keys share a bucket (it
+  // is locked once). Requires an active ReadSection.
+  std::pair<Bucket*, Bucket*> LockBucketPair(uintptr_t a, uintptr_t b) const;
+  // Unlocks what LockBucketPair returned.
+  static void UnlockBucketPair(std::pair<Bucket*, Bucket*> pair);
+
+  // Grows the table if `live_threads` calls for more buckets under the
+  // policy. Blocks while another thread grows. Must be called outside any
+  // ReadSection and without bucket locks held. Returns true if it grew.
+  bool MaybeGrow(size_t live_threads);
+
+  // The size the policy wants for `live_threads` (not capped).
+  size_t TargetBuckets(size_t live_threads) const;
+
+  size_t bucket_count() const;
+  uint64_t growths() const { return growths_.load(std::memory_order_relaxed); }
+  // True once the table can never change again (kFixed, or cap reached).
+  bool immutable() const { return immutable_.load(std::memory_order_acquire); }
+  const TableOptions& options() const { return options_; }
+
+ private:
+  struct Table;
+  static Table* AllocateTable(size_t buckets);
+  static void FreeTable(Table* table);
+  static size_t IndexOf(const Table* table, uintptr_t key);
+
+  TableOptions options_;
+  std::atomic<Table*> table_{nullptr};
+  std::atomic<bool> immutable_{false};
+  std::atomic<uint64_t> growths_{0};
+  mutable BucketLock grow_lock_;
+};
+
+}  // namespace parklot
+
+#endif  // PARKLOT_HASH_BUCKET_TABLE_H_

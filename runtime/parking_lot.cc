@@ -1,0 +1,299 @@
+#include "runtime/parking_lot.h"
+
+#include <cstddef>
+
+#include "hash/bucket_table.h"
+#include "runtime/config.h"
+#include "runtime/thread_data.h"
+
+namespace parklot {
+namespace {
+
+ThreadData* DataOf(Waiter* w) {
+  static_assert(offsetof(ThreadData, waiter) == 0, "Waiter leads ThreadData");
+  return reinterpret_cast<ThreadData*>(w);
+}
+
+// Threads released under a bucket lock that still need a FUTEX_WAKE. Wakes
+// are issued after the lock is dropped, so woken threads do not run into a
+// held bucket; if more than fit are pending, the excess is woken in place
+// (never an allocation: this runs under pthread_mutex_lock in the shim).
+class WakeList {
+ public:
+  WakeList() = default;
+  WakeList(const WakeList&) = delete;
+  WakeList& operator=(const WakeList&) = delete;
+
+  // Releases `td` with `token`. `td` must be off every queue.
+  void Release(ThreadData* td, UnparkToken token) {
+    if (!ReleaseParker(td, token)) return;
+    if (n_ == kCapacity) Flush();
+    pending_[n_++] = td;
+  }
+  void Flush() {
+    for (size_t i = 0; i < n_; ++i) WakeParker(pending_[i]);
+    n_ = 0;
+  }
+
+ private:
+  static constexpr size_t kCapacity = 32;
+  ThreadData* pending_[kCapacity];
+  size_t n_ = 0;
+};
+
+// Unlinks every waiter on `key` for which `take(td)` returns true (scanning
+// in FIFO order, stopping when it returns false with *stop set) into a
+// chain linked through `next`, in FIFO order. Returns the chain head.
+template <typename Take>
+Waiter* TakeWaiters(Bucket* b, uintptr_t key, Take take, size_t* count)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
+  Waiter* chain_head = nullptr;
+  Waiter* chain_tail = nullptr;
+  Waiter* prev = nullptr;
+  Waiter* w = b->head;
+  while (w != nullptr) {
+    Waiter* next = w->next;
+    if (w->key == key) {
+      bool stop = false;
+      if (take(DataOf(w), &stop)) {
+        b->Remove(w, prev);
+        if (chain_tail == nullptr) {
+          chain_head = w;
+        } else {
+          chain_tail->next = w;
+        }
+        chain_tail = w;
+        ++*count;
+        w = next;
+        if (stop) break;
+        continue;
+      }
+      if (stop) break;
+    }
+    prev = w;
+    w = next;
+  }
+  return chain_head;
+}
+
+// Releases every thread in `chain` with `token`.
+void ReleaseChain(Waiter* chain, UnparkToken token, WakeList* wakes) {
+  while (chain != nullptr) {
+    // Once released the thread may park again and reuse `next`.
+    Waiter* next = chain->next;
+    wakes->Release(DataOf(chain), token);
+    chain = next;
+  }
+}
+
+bool Fair(Bucket* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
+  return b->FairTimeoutExpired(MonotonicNanos(), GetConfig().fair_mean_ns);
+}
+
+}  // namespace
+
+ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
+                absl::FunctionRef<void()> before_sleep,
+                absl::FunctionRef<void(uintptr_t, bool)> timed_out,
+                ParkToken park_token, Deadline deadline) {
+  ThreadData* td = CurrentThreadData();
+  BucketTable& table = GlobalTable();
+  {
+    BucketTable::ReadSection rs(table);
+    Bucket* b = table.LockBucket(key);
+    if (!validate()) {
+      b->lock.Unlock();
+      td->counters.Bump(td->counters.invalid);
+      return {ParkResult::kInvalid, 0};
+    }
+    td->waiter.key = key;
+    td->park_token = park_token;
+    td->parker.store(1, std::memory_order_relaxed);
+    b->Enqueue(&td->waiter);
+    b->lock.Unlock();
+  }
+  before_sleep();
+  td->counters.Bump(td->counters.parks);
+  registry::SetState(td, ThreadState::kParked);
+  const bool released = SleepOnParker(td, deadline);
+  registry::SetState(td, ThreadState::kRunning);
+  if (released) return {ParkResult::kUnparked, td->unpark_token};
+
+  // Timed out: leave the queue unless an unparker dequeued us meanwhile
+  // (it releases the parker under the same bucket lock).
+  BucketTable::ReadSection rs(table);
+  Bucket* b = table.LockBucket(key);
+  if (td->parker.load(std::memory_order_acquire) == 0) {
+    b->lock.Unlock();
+    return {ParkResult::kUnparked, td->unpark_token};
+  }
+  Waiter* prev = nullptr;
+  for (Waiter* w = b->head; w != &td->waiter; w = w->next) prev = w;
+  b->Remove(&td->waiter, prev);
+  td->parker.store(0, std::memory_order_relaxed);
+  timed_out(key, !b->HasKey(key, b->head));
+  b->lock.Unlock();
+  td->counters.Bump(td->counters.timeouts);
+  return {ParkResult::kTimedOut, 0};
+}
+
+ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate) {
+  return Park(
+      key, validate, [] {}, [](uintptr_t, bool) {}, kDefaultParkToken,
+      Deadline::Never());
+}
+
+UnparkResult UnparkOne(uintptr_t key,
+                       absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
+  BucketTable& table = GlobalTable();
+  WakeList wakes;
+  UnparkResult result;
+  {
+    BucketTable::ReadSection rs(table);
+    Bucket* b = table.LockBucket(key);
+    size_t n = 0;
+    Waiter* w = TakeWaiters(
+        b, key,
+        [](ThreadData*, bool* stop) {
+          *stop = true;
+          return true;
+        },
+        &n);
+    if (w != nullptr) {
+      result.unparked_threads = 1;
+      result.have_more_threads = b->HasKey(key, b->head);
+      result.be_fair = Fair(b);
+    }
+    const UnparkToken token = callback(result);
+    if (w != nullptr) wakes.Release(DataOf(w), token);
+    b->lock.Unlock();
+  }
+  wakes.Flush();
+  if (result.unparked_threads != 0) {
+    if (ThreadData* self = CurrentThreadDataIfAny()) {
+      self->counters.Bump(self->counters.unparks);
+    }
+  }
+  return result;
+}
+
+size_t UnparkAll(uintptr_t key, UnparkToken token) {
+  BucketTable& table = GlobalTable();
+  WakeList wakes;
+  size_t n = 0;
+  {
+    BucketTable::ReadSection rs(table);
+    Bucket* b = table.LockBucket(key);
+    Waiter* chain = TakeWaiters(
+        b, key, [](ThreadData*, bool*) { return true; }, &n);
+    ReleaseChain(chain, token, &wakes);
+    b->lock.Unlock();
+  }
+  wakes.Flush();
+  if (n != 0) {
+    if (ThreadData* self = CurrentThreadDataIfAny()) {
+      auto& c = self->counters.unparks;
+      c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
+  }
+  return n;
+}
+
+UnparkResult UnparkRequeue(
+    uintptr_t from, uintptr_t to, absl::FunctionRef<RequeueOp()> validate,
+    absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback) {
+  BucketTable& table = GlobalTable();
+  WakeList wakes;
+  UnparkResult result;
+  {
+    BucketTable::ReadSection rs(table);
+    auto pair = table.LockBucketPair(from, to);
+    Bucket* bf = pair.first;
+    Bucket* bt = pair.second;
+    const RequeueOp op = validate();
+    if (op == RequeueOp::kAbort) {
+      BucketTable::UnlockBucketPair(pair);
+      return result;
+    }
+    Waiter* wake = nullptr;
+    size_t n = 0;
+    if (op == RequeueOp::kUnparkOne || op == RequeueOp::kUnparkOneRequeueRest) {
+      wake = TakeWaiters(
+          bf, from,
+          [](ThreadData*, bool* stop) {
+            *stop = true;
+            return true;
+          },
+          &n);
+      result.unparked_threads = n;
+    }
+    Waiter* moved = nullptr;
+    size_t m = 0;
+    if (op == RequeueOp::kRequeueOne) {
+      moved = TakeWaiters(
+          bf, from,
+          [](ThreadData*, bool* stop) {
+            *stop = true;
+            return true;
+          },
+          &m);
+    } else if (op == RequeueOp::kRequeueAll ||
+               op == RequeueOp::kUnparkOneRequeueRest) {
+      moved = TakeWaiters(
+          bf, from, [](ThreadData*, bool*) { return true; }, &m);
+    }
+    result.requeued_threads = m;
+    // Requeued threads stay parked: only their key and queue change.
+    while (moved != nullptr) {
+      Waiter* next = moved->next;
+      moved->key = to;
+      bt->Enqueue(moved);
+      moved = next;
+    }
+    result.have_more_threads = bf->HasKey(from, bf->head);
+    if (wake != nullptr) result.be_fair = Fair(bf);
+    const UnparkToken token = callback(op, result);
+    if (wake != nullptr) wakes.Release(DataOf(wake), token);
+    BucketTable::UnlockBucketPair(pair);
+  }
+  wakes.Flush();
+  return result;
+}
+
+UnparkResult UnparkFilter(
+    uintptr_t key, absl::FunctionRef<FilterOp(ParkToken)> filter,
+    absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
+  BucketTable& table = GlobalTable();
+  WakeList wakes;
+  UnparkResult result;
+  {
+    BucketTable::ReadSection rs(table);
+    Bucket* b = table.LockBucket(key);
+    size_t n = 0;
+    Waiter* chain = TakeWaiters(
+        b, key,
+        [&](ThreadData* td, bool* stop) {
+          switch (filter(td->park_token)) {
+            case FilterOp::kUnpark:
+              return true;
+            case FilterOp::kSkip:
+              return false;
+            case FilterOp::kStop:
+              break;
+          }
+          *stop = true;
+          return false;
+        },
+        &n);
+    result.unparked_threads = n;
+    result.have_more_threads = b->HasKey(key, b->head);
+    if (n != 0) result.be_fair = Fair(b);
+    const UnparkToken token = callback(result);
+    ReleaseChain(chain, token, &wakes);
+    b->lock.Unlock();
+  }
+  wakes.Flush();
+  return result;
+}
+
+}  // namespace parklot

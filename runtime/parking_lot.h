@@ -1,0 +1,123 @@
+// The parking lot: threads wait in user space, queued by the address (key)
+// they wait on, and sleep on a private futex word of their own.
+//
+// The API follows WebKit's ParkingLot and Rust's parking_lot_core, in the
+// field's terms: park, unpark, requeue, filter, tokens, eventual fairness.
+// Every function is thread-safe and async-cancel-unsafe; none allocates
+// heap memory. Callbacks are absl::FunctionRef and run on the calling thread;
+// those documented as running "under the bucket lock" must not park, unpark,
+// or block, and should be short.
+//
+// Invariant (DESIGN.md 1, no lost wake-up): `validate` runs with the key's
+// bucket locked, and every unpark locks the same bucket, so a waker that
+// changes the waited-on word and then unparks cannot miss a waiter that
+// validated the old word.
+#ifndef PARKLOT_RUNTIME_PARKING_LOT_H_
+#define PARKLOT_RUNTIME_PARKING_LOT_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/functional/function_ref.h"
+#include "runtime/deadline.h"
+
+namespace parklot {
+
+// Opaque values passed from a parker to an unparker's filter (ParkToken) and
+// from an unparker to the woken thread (UnparkToken).
+using ParkToken = uintptr_t;
+using UnparkToken = uintptr_t;
+inline constexpr ParkToken kDefaultParkToken = 0;
+inline constexpr UnparkToken kDefaultUnparkToken = 0;
+
+struct ParkResult {
+  enum Kind {
+    kUnparked,  // woken by an unpark; `token` is the unparker's token
+    kInvalid,   // validate() returned false; the thread did not sleep
+    kTimedOut,  // the deadline passed first; timed_out() was called
+  };
+  Kind kind;
+  UnparkToken token;  // meaningful for kUnparked only
+
+  bool unparked() const { return kind == kUnparked; }
+  bool invalid() const { return kind == kInvalid; }
+  bool timed_out() const { return kind == kTimedOut; }
+};
+
+// What an unpark did, as its callback sees it (under the bucket lock).
+struct UnparkResult {
+  size_t unparked_threads = 0;
+  size_t requeued_threads = 0;
+  // Whether threads remain parked on the key after this operation (for
+  // requeue: on the `from` key). Lets a lock clear its "parked" bit.
+  bool have_more_threads = false;
+  // The bucket's fairness timer fired: the caller should hand its resource
+  // directly to the woken thread instead of releasing it for barging.
+  bool be_fair = false;
+};
+
+// Parks the calling thread on `key` until unparked or `deadline`.
+//
+// With the key's bucket locked, calls `validate`; if it returns false the
+// thread does not park and kInvalid is returned. Otherwise the thread is
+// queued (FIFO per key) with `park_token`, the bucket unlocked,
+// `before_sleep` called, and the thread sleeps. If the deadline passes
+// first, the thread dequeues itself and calls `timed_out(key,
+// was_last_thread)` under the bucket lock, where `was_last_thread` tells
+// whether no other thread is parked on `key`; kTimedOut is returned. Signals
+// and spurious futex returns never end the park early.
+ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
+                absl::FunctionRef<void()> before_sleep,
+                absl::FunctionRef<void(uintptr_t key, bool was_last_thread)>
+                    timed_out,
+                ParkToken park_token, Deadline deadline);
+
+// Park with no callbacks beyond `validate`, no token, no deadline.
+ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate);
+
+// Unparks the first thread parked on `key`, if any. `callback` runs under
+// the bucket lock before the thread is released, sees what happened
+// (unparked_threads is 0 or 1) and returns the token the thread receives.
+// It runs even when no thread was parked, so a lock can update its word
+// atomically with respect to parkers. Returns what the callback saw.
+UnparkResult UnparkOne(uintptr_t key,
+                       absl::FunctionRef<UnparkToken(UnparkResult)> callback);
+
+// Unparks every thread parked on `key`, each receiving `token`. Returns the
+// number unparked.
+size_t UnparkAll(uintptr_t key, UnparkToken token = kDefaultUnparkToken);
+
+enum class RequeueOp {
+  kAbort,                 // do nothing
+  kUnparkOneRequeueRest,  // wake the first, move the rest to `to`
+  kRequeueAll,            // move all to `to`
+  kUnparkOne,             // wake the first, leave the rest
+  kRequeueOne,            // move only the first to `to`
+};
+
+// Moves threads parked on `from` to `to` (wait morphing: a condvar
+// broadcast moves its waiters onto the mutex instead of waking them).
+// `validate` runs with both buckets locked and chooses the operation;
+// `callback(op, result)` runs still under the locks and returns the token
+// for the unparked thread. Requeued threads join `to` behind the threads
+// already parked there, keeping their order. Returns what was done.
+UnparkResult UnparkRequeue(
+    uintptr_t from, uintptr_t to, absl::FunctionRef<RequeueOp()> validate,
+    absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback);
+
+enum class FilterOp { kUnpark, kSkip, kStop };
+
+// Calls `filter(park_token)` for each thread parked on `key`, in FIFO
+// order, under the bucket lock: kUnpark wakes it, kSkip leaves it, kStop
+// ends the scan. `callback(result)` then runs under the lock and returns the
+// token every woken thread receives. Returns the result.
+UnparkResult UnparkFilter(
+    uintptr_t key, absl::FunctionRef<FilterOp(ParkToken)> filter,
+    absl::FunctionRef<UnparkToken(UnparkResult)> callback);
+
+// Helpers for keys: the address of the waited-on object.
+inline uintptr_t KeyOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+}  // namespace parklot
+
+#endif  // PARKLOT_RUNTIME_PARKING_LOT_H_

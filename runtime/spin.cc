@@ -1,0 +1,46 @@
+#include "runtime/spin.h"
+
+#include "hash/futex.h"
+#include "runtime/config.h"
+#include "runtime/thread_data.h"
+
+namespace parklot {
+
+bool ShouldSpin(uint32_t owner_slot) {
+  const Config& c = GetConfig();
+  if (c.spin == SpinMode::kOff) return false;
+  // A parked owner cannot release the lock until someone wakes it: spinning
+  // on it is pure waste.
+  if (registry::StateOf(owner_slot) == ThreadState::kParked) return false;
+  // With more runnable threads than CPUs, the owner is likely preempted and
+  // a spinner steals the CPU it needs (the oversubscribed case).
+  const size_t live = registry::LiveThreads();
+  const size_t parked = registry::ParkedThreads();
+  const size_t runnable = live > parked ? live - parked : 1;
+  return runnable <= registry::AllowedCpus();
+}
+
+int SpinBudget(int32_t ema) {
+  const Config& c = GetConfig();
+  if (c.spin == SpinMode::kFixed) return c.spin_budget;
+  if (c.spin == SpinMode::kOff) return 0;
+  const int avg = ema / 8;
+  // Holds longer than a full spin: probe with one round so that the
+  // average can come back down when holds shorten.
+  if (avg > kMaxSpinRounds) return 1;
+  const int budget = 2 * avg + 2;
+  return budget < kMaxSpinRounds ? budget : kMaxSpinRounds;
+}
+
+void UpdateSpinEma(std::atomic<int32_t>* ema, int rounds_needed) {
+  const int32_t old = ema->load(std::memory_order_relaxed);
+  const int32_t next = old + (rounds_needed * 8 - old) / 8;
+  ema->store(next, std::memory_order_relaxed);
+}
+
+void SpinRound(int round) {
+  const int pauses = 1 << (round < 6 ? round : 6);
+  for (int i = 0; i < pauses; ++i) CpuRelax();
+}
+
+}  // namespace parklot

@@ -1,0 +1,36 @@
+// Parking-lot statistics. Counting costs the uncontended path nothing: only
+// slow paths (park, unpark, spin phases) count, into per-thread counters
+// that are summed on demand.
+#ifndef PARKLOT_RUNTIME_STATS_H_
+#define PARKLOT_RUNTIME_STATS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace parklot {
+
+struct Stats {
+  uint64_t parks = 0;
+  uint64_t unparks = 0;
+  uint64_t timeouts = 0;
+  uint64_t invalid = 0;
+  uint64_t spins = 0;
+  uint64_t spin_acquired = 0;
+  uint64_t handoffs = 0;
+  uint64_t growths = 0;
+  size_t buckets = 0;
+  size_t live_threads = 0;
+  uint64_t threads_registered = 0;
+};
+
+// A snapshot: counters of exited threads plus those of live threads (read
+// without stopping them, so figures of running threads may lag). Thread-safe.
+Stats GetStats();
+
+// Multi-line human-readable form of `stats`.
+std::string FormatStats(const Stats& stats);
+
+}  // namespace parklot
+
+#endif  // PARKLOT_RUNTIME_STATS_H_

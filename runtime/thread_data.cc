@@ -1,0 +1,270 @@
+#include "runtime/thread_data.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <new>
+
+#include "absl/base/internal/raw_logging.h"
+#include "hash/futex.h"
+#include "runtime/config.h"
+#include "runtime/stats.h"
+
+namespace parklot {
+namespace {
+
+// Initial-exec TLS: the preload shim is loaded at start-up, so this lands
+// in the static TLS block; no __tls_get_addr, no allocation on first touch.
+__attribute__((tls_model("initial-exec"))) thread_local ThreadData t_data;
+__attribute__((tls_model("initial-exec"))) thread_local bool t_registered;
+
+constexpr uint32_t kMaxSlots = 1u << 20;
+
+// Registry state. Slots are recycled through a free stack so that a process
+// creating and ending threads forever keeps a bounded registry.
+struct Registry {
+  BucketLock lock;  // guards free_top, next_fresh, the free stack
+  uint32_t next_fresh = 1;
+  uint32_t free_top = 0;
+  uint32_t* free_stack = nullptr;              // kMaxSlots entries, mmap'ed
+  std::atomic<uint8_t>* states = nullptr;      // per slot, mmap'ed
+  std::atomic<size_t> live{0};
+  std::atomic<size_t> parked{0};
+  std::atomic<uint64_t> registered{0};
+  std::atomic<uint32_t> highest{0};
+  size_t cpus = 1;
+  pthread_key_t exit_key;
+  // Counters of exited threads.
+  Stats retired;
+};
+
+alignas(Registry) unsigned char g_registry_storage[sizeof(Registry)];
+alignas(BucketTable) unsigned char g_table_storage[sizeof(BucketTable)];
+// 0 none, 1 initializing, 2 ready.
+std::atomic<int> g_init{0};
+
+Registry& Reg() { return *reinterpret_cast<Registry*>(g_registry_storage); }
+
+void* MapZeroed(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) ABSL_RAW_LOG(FATAL, "parklot: mmap of %zu B failed", bytes);
+  return p;
+}
+
+void OnThreadExit(void* arg);
+
+void InitOnce() {
+  int expected = 0;
+  if (g_init.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+    Registry* r = new (g_registry_storage) Registry();
+    r->free_stack = static_cast<uint32_t*>(MapZeroed(kMaxSlots * 4));
+    r->states = static_cast<std::atomic<uint8_t>*>(MapZeroed(kMaxSlots));
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+      r->cpus = CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+    }
+    if (pthread_key_create(&r->exit_key, OnThreadExit) != 0) {
+      ABSL_RAW_LOG(FATAL, "parklot: pthread_key_create failed");
+    }
+    new (g_table_storage) BucketTable(GetConfig().table);
+    g_init.store(2, std::memory_order_release);
+    return;
+  }
+  while (g_init.load(std::memory_order_acquire) != 2) CpuRelax();
+}
+
+void AddCounters(Stats* s, const ThreadCounters& c) {
+  s->parks += c.parks.load(std::memory_order_relaxed);
+  s->unparks += c.unparks.load(std::memory_order_relaxed);
+  s->timeouts += c.timeouts.load(std::memory_order_relaxed);
+  s->invalid += c.invalid.load(std::memory_order_relaxed);
+  s->spins += c.spins.load(std::memory_order_relaxed);
+  s->spin_acquired += c.spin_acquired.load(std::memory_order_relaxed);
+  s->handoffs += c.handoffs.load(std::memory_order_relaxed);
+}
+
+// The live threads' data, by slot, for the statistics snapshot.
+std::atomic<ThreadData*>* g_by_slot = nullptr;
+
+void OnThreadExit(void*) {
+  Registry& r = Reg();
+  ThreadData* td = &t_data;
+  r.lock.Lock();
+  AddCounters(&r.retired, td->counters);
+  g_by_slot[td->slot].store(nullptr, std::memory_order_relaxed);
+  r.states[td->slot].store(0, std::memory_order_relaxed);
+  r.free_stack[r.free_top++] = td->slot;
+  r.lock.Unlock();
+  r.live.fetch_sub(1, std::memory_order_relaxed);
+  td->slot = kNoSlot;
+  // Counters restart in case this thread parks again in a later destructor.
+  new (&td->counters) ThreadCounters();
+  t_registered = false;
+}
+
+}  // namespace
+
+BucketTable& GlobalTable() {
+  if (g_init.load(std::memory_order_acquire) != 2) InitOnce();
+  return *reinterpret_cast<BucketTable*>(g_table_storage);
+}
+
+ThreadData* CurrentThreadDataIfAny() {
+  return t_registered ? &t_data : nullptr;
+}
+
+ThreadData* CurrentThreadData() {
+  if (__builtin_expect(t_registered, 1)) return &t_data;
+  BucketTable& table = GlobalTable();
+  Registry& r = Reg();
+  if (g_by_slot == nullptr) {
+    // Benign race: first registrations may map twice; keep one.
+    auto* m = static_cast<std::atomic<ThreadData*>*>(
+        MapZeroed(kMaxSlots * sizeof(std::atomic<ThreadData*>)));
+    r.lock.Lock();
+    if (g_by_slot == nullptr) {
+      g_by_slot = m;
+      m = nullptr;
+    }
+    r.lock.Unlock();
+    if (m) munmap(m, kMaxSlots * sizeof(std::atomic<ThreadData*>));
+  }
+  ThreadData* td = &t_data;
+  r.lock.Lock();
+  uint32_t slot = kNoSlot;
+  if (r.free_top > 0) {
+    slot = r.free_stack[--r.free_top];
+  } else if (r.next_fresh < kMaxSlots) {
+    slot = r.next_fresh++;
+  } else {
+    r.lock.Unlock();
+    ABSL_RAW_LOG(FATAL, "parklot: more than %u live threads", kMaxSlots - 1);
+  }
+  td->slot = slot;
+  g_by_slot[slot].store(td, std::memory_order_relaxed);
+  r.lock.Unlock();
+  if (slot > r.highest.load(std::memory_order_relaxed)) {
+    r.highest.store(slot, std::memory_order_relaxed);
+  }
+  r.registered.fetch_add(1, std::memory_order_relaxed);
+  const size_t live = r.live.fetch_add(1, std::memory_order_relaxed) + 1;
+  // pthread_setspecific for a low key uses the thread's static block: no
+  // allocation. The value only needs to be non-null to run the destructor.
+  pthread_setspecific(r.exit_key, td);
+  t_registered = true;
+  table.MaybeGrow(live);
+  return td;
+}
+
+bool SleepOnParker(ThreadData* td, const Deadline& deadline) {
+  struct timespec ts;
+  const struct timespec* tsp = nullptr;
+  int op = FUTEX_WAIT_BITSET_PRIVATE;
+  if (!deadline.is_never()) {
+    if (deadline.when <= absl::UnixEpoch()) {
+      ts = {0, 0};
+    } else {
+      ts = absl::ToTimespec(deadline.when);
+    }
+    tsp = &ts;
+    if (deadline.clock == CLOCK_REALTIME) op |= FUTEX_CLOCK_REALTIME;
+  }
+  for (;;) {
+    uint32_t v = td->parker.load(std::memory_order_acquire);
+    if (v == 0) return true;
+    if (v == 1 && !td->parker.compare_exchange_strong(
+                      v, 2, std::memory_order_acquire)) {
+      if (v == 0) return true;
+    }
+    long rc = RawFutex(&td->parker, op, 2, tsp, nullptr, FUTEX_BITSET_MATCH_ANY);
+    if (rc == -ETIMEDOUT) {
+      return td->parker.load(std::memory_order_acquire) == 0;
+    }
+    // 0 (woken, maybe spuriously), -EAGAIN (already released), -EINTR
+    // (a signal handler ran): re-check the word.
+  }
+}
+
+bool ReleaseParker(ThreadData* td, uintptr_t token) {
+  td->unpark_token = token;
+  return td->parker.exchange(0, std::memory_order_release) == 2;
+}
+
+void WakeParker(ThreadData* td) { FutexWakePrivate(&td->parker, 1); }
+
+namespace registry {
+
+size_t LiveThreads() {
+  if (g_init.load(std::memory_order_acquire) != 2) return 0;
+  return Reg().live.load(std::memory_order_relaxed);
+}
+
+size_t ParkedThreads() {
+  if (g_init.load(std::memory_order_acquire) != 2) return 0;
+  return Reg().parked.load(std::memory_order_relaxed);
+}
+
+size_t AllowedCpus() {
+  GlobalTable();
+  return Reg().cpus;
+}
+
+ThreadState StateOf(uint32_t slot) {
+  if (slot == kNoSlot || slot >= kMaxSlots ||
+      g_init.load(std::memory_order_acquire) != 2) {
+    return ThreadState::kRunning;
+  }
+  return static_cast<ThreadState>(
+      Reg().states[slot].load(std::memory_order_relaxed));
+}
+
+void SetState(ThreadData* td, ThreadState state) {
+  Registry& r = Reg();
+  const auto old = static_cast<ThreadState>(
+      r.states[td->slot].exchange(static_cast<uint8_t>(state),
+                                  std::memory_order_relaxed));
+  if (old != ThreadState::kParked && state == ThreadState::kParked) {
+    r.parked.fetch_add(1, std::memory_order_relaxed);
+  } else if (old == ThreadState::kParked && state != ThreadState::kParked) {
+    r.parked.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+uint64_t ThreadsRegistered() {
+  if (g_init.load(std::memory_order_acquire) != 2) return 0;
+  return Reg().registered.load(std::memory_order_relaxed);
+}
+
+uint32_t HighestSlot() {
+  if (g_init.load(std::memory_order_acquire) != 2) return 0;
+  return Reg().highest.load(std::memory_order_relaxed);
+}
+
+}  // namespace registry
+
+Stats GetStats() {
+  Stats s;
+  if (g_init.load(std::memory_order_acquire) != 2) return s;
+  Registry& r = Reg();
+  r.lock.Lock();
+  s = r.retired;
+  if (g_by_slot != nullptr) {
+    const uint32_t hi = r.highest.load(std::memory_order_relaxed);
+    for (uint32_t i = 1; i <= hi; ++i) {
+      ThreadData* td = g_by_slot[i].load(std::memory_order_relaxed);
+      if (td != nullptr) AddCounters(&s, td->counters);
+    }
+  }
+  r.lock.Unlock();
+  BucketTable& t = GlobalTable();
+  s.growths = t.growths();
+  s.buckets = t.bucket_count();
+  s.live_threads = r.live.load(std::memory_order_relaxed);
+  s.threads_registered = r.registered.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace parklot

@@ -1,0 +1,94 @@
+// Per-thread state of the parking lot and the thread registry.
+#ifndef PARKLOT_RUNTIME_THREAD_DATA_H_
+#define PARKLOT_RUNTIME_THREAD_DATA_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "hash/bucket_table.h"
+#include "runtime/deadline.h"
+
+namespace parklot {
+
+// What a registered thread is doing, as lock waiters see it.
+enum class ThreadState : uint8_t { kRunning = 0, kSpinning = 1, kParked = 2 };
+
+// Slot ids are small positive integers; 0 means "no thread".
+inline constexpr uint32_t kNoSlot = 0;
+
+// Per-thread counters: written only by their thread (relaxed stores, no
+// read-modify-write), read by the statistics code.
+struct ThreadCounters {
+  std::atomic<uint64_t> parks{0};
+  std::atomic<uint64_t> unparks{0};  // threads this thread woke
+  std::atomic<uint64_t> timeouts{0};
+  std::atomic<uint64_t> invalid{0};  // parks refused by validate
+  std::atomic<uint64_t> spins{0};    // spin phases entered
+  std::atomic<uint64_t> spin_acquired{0};  // spin phases that won
+  std::atomic<uint64_t> handoffs{0};       // fair direct handoffs done
+
+  void Bump(std::atomic<uint64_t>& c) {
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+};
+
+// A thread's parking state. Lives in static TLS (no heap, no constructor);
+// set up at the thread's first park.
+struct ThreadData {
+  Waiter waiter;  // key and queue link, guarded by the bucket lock
+  // The parker: 0 released, 1 queued, 2 queued and asleep in the kernel.
+  // Unparkers set 0 under the bucket lock and FUTEX_WAKE only on 2.
+  std::atomic<uint32_t> parker{0};
+  uintptr_t park_token = 0;    // guarded by the bucket lock
+  uintptr_t unpark_token = 0;  // written before parker is released
+  uint32_t slot = kNoSlot;
+  ThreadCounters counters;
+};
+
+// The calling thread's data, registered on first call (counts the thread as
+// live, gives it a slot, may grow the table). Must not be called inside a
+// table ReadSection. Never allocates.
+ThreadData* CurrentThreadData();
+
+// The calling thread's data if it has registered, else nullptr. Never
+// registers.
+ThreadData* CurrentThreadDataIfAny();
+
+// Sleeps until `td->parker` becomes 0 (returns true) or `deadline` passes
+// (returns false; the parker may still be 1). Retries on EINTR and spurious
+// wake-ups. Called by the owning thread only.
+bool SleepOnParker(ThreadData* td, const Deadline& deadline);
+
+// Marks `td` released and returns whether it needs a FUTEX_WAKE (it was
+// asleep in the kernel). Call under the bucket lock; after it the thread may
+// return from Park, so `td` must only be passed to WakeParker.
+bool ReleaseParker(ThreadData* td, uintptr_t token);
+// FUTEX_WAKE on the parker word. Harmless if the thread has since moved on.
+void WakeParker(ThreadData* td);
+
+// The registry of threads that have used the parking lot.
+namespace registry {
+
+// Threads registered and not yet exited.
+size_t LiveThreads();
+// Registered threads currently parked (approximate while it changes).
+size_t ParkedThreads();
+// CPUs in the process's affinity mask at start-up.
+size_t AllowedCpus();
+// State of the thread in `slot` (kRunning for kNoSlot or a free slot).
+ThreadState StateOf(uint32_t slot);
+// Publishes the calling thread's state (slow paths only).
+void SetState(ThreadData* td, ThreadState state);
+// Total threads ever registered, and the highest slot id handed out.
+uint64_t ThreadsRegistered();
+uint32_t HighestSlot();
+
+}  // namespace registry
+
+// The process's table, created on first use from GetConfig().
+BucketTable& GlobalTable();
+
+}  // namespace parklot
+
+#endif  // PARKLOT_RUNTIME_THREAD_DATA_H_
