@@ -13,12 +13,15 @@
 #include "runtime/stats.h"
 
 namespace parklot {
-namespace {
-
+namespace internal {
 // Initial-exec TLS: the preload shim is loaded at start-up, so this lands
 // in the static TLS block; no __tls_get_addr, no allocation on first touch.
 __attribute__((tls_model("initial-exec"))) thread_local ThreadData t_data;
 __attribute__((tls_model("initial-exec"))) thread_local bool t_registered;
+}  // namespace internal
+namespace {
+using internal::t_data;
+using internal::t_registered;
 
 constexpr uint32_t kMaxSlots = 1u << 20;
 
@@ -112,12 +115,7 @@ BucketTable& GlobalTable() {
   return *reinterpret_cast<BucketTable*>(g_table_storage);
 }
 
-ThreadData* CurrentThreadDataIfAny() {
-  return t_registered ? &t_data : nullptr;
-}
-
-ThreadData* CurrentThreadData() {
-  if (__builtin_expect(t_registered, 1)) return &t_data;
+ThreadData* internal::RegisterCurrentThread() {
   BucketTable& table = GlobalTable();
   Registry& r = Reg();
   if (g_by_slot == nullptr) {

@@ -46,14 +46,31 @@ struct ThreadData {
   ThreadCounters counters;
 };
 
+namespace internal {
+extern __attribute__((tls_model("initial-exec"))) thread_local ThreadData
+    t_data;
+extern __attribute__((tls_model("initial-exec"))) thread_local bool
+    t_registered;
+ThreadData* RegisterCurrentThread();
+}  // namespace internal
+
 // The calling thread's data, registered on first call (counts the thread as
 // live, gives it a slot, may grow the table). Must not be called inside a
 // table ReadSection. Never allocates.
-ThreadData* CurrentThreadData();
+inline ThreadData* CurrentThreadData() {
+  if (__builtin_expect(internal::t_registered, 1)) return &internal::t_data;
+  return internal::RegisterCurrentThread();
+}
 
 // The calling thread's data if it has registered, else nullptr. Never
 // registers.
-ThreadData* CurrentThreadDataIfAny();
+inline ThreadData* CurrentThreadDataIfAny() {
+  return internal::t_registered ? &internal::t_data : nullptr;
+}
+
+// The calling thread's registry slot (registers it on first call). Cheap:
+// one initial-exec TLS load after the first call.
+inline uint32_t CurrentSlot() { return CurrentThreadData()->slot; }
 
 // Sleeps until `td->parker` becomes 0 (returns true) or `deadline` passes
 // (returns false; the parker may still be 1). Retries on EINTR and spurious
