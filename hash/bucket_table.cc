@@ -36,7 +36,7 @@ void Bucket::Remove(Waiter* w, Waiter* prev) {
 
 bool Bucket::HasKey(uintptr_t key, const Waiter* from) const {
   for (const Waiter* w = from; w != nullptr; w = w->next) {
-    if (w->key == key) return true;
+    if (w->current_key() == key) return true;
   }
   return false;
 }
@@ -173,6 +173,15 @@ Bucket* BucketTable::LockBucket(uintptr_t key) const {
   }
 }
 
+Bucket* BucketTable::LockWaiterBucket(const Waiter* w) const {
+  for (;;) {
+    const uintptr_t key = w->current_key();
+    Bucket* b = LockBucket(key);
+    if (w->current_key() == key) return b;
+    b->lock.Unlock();
+  }
+}
+
 std::pair<Bucket*, Bucket*> BucketTable::LockBucketPair(uintptr_t a,
                                                         uintptr_t b) const {
   for (;;) {
@@ -240,7 +249,7 @@ bool BucketTable::MaybeGrow(size_t live_threads)
     Waiter* w = old_buckets[i].head;
     while (w != nullptr) {
       Waiter* next = w->next;
-      Bucket& nb = fresh->buckets()[IndexOf(fresh, w->key)];
+      Bucket& nb = fresh->buckets()[IndexOf(fresh, w->current_key())];
       // The new table is not yet published: no other thread can reach it.
       nb.Enqueue(w);
       w = next;

@@ -21,11 +21,15 @@
 namespace parklot {
 
 // A queued thread, as the table sees it: its key and its queue link. The
-// runtime embeds this in its per-thread data (no heap). All fields are
-// guarded by the lock of the bucket the waiter is queued in.
+// runtime embeds this in its per-thread data (no heap). Both are written
+// only under the lock of the bucket the waiter is queued in. `key` is atomic
+// because a requeue may move a parked thread to another key while the
+// thread itself, timing out, reads it to find its bucket.
 struct Waiter {
-  uintptr_t key = 0;
+  std::atomic<uintptr_t> key{0};
   Waiter* next = nullptr;
+
+  uintptr_t current_key() const { return key.load(std::memory_order_relaxed); }
 };
 
 // One bucket, on its own cache line so that unrelated keys do not share a
@@ -119,6 +123,10 @@ class BucketTable {
   // Returns the bucket for `key` in the current table, locked. Requires an
   // active ReadSection.
   Bucket* LockBucket(uintptr_t key) const;
+
+  // Locks the bucket of `w`'s current key, retrying if a requeue changes
+  // the key meanwhile. Requires an active ReadSection.
+  Bucket* LockWaiterBucket(const Waiter* w) const;
 
   // Locks the buckets of two keys in one current table, in index order so
   // that two requeues in opposite directions cannot deadlock. Returns

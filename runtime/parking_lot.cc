@@ -53,7 +53,7 @@ Waiter* TakeWaiters(Bucket* b, uintptr_t key, Take take, size_t* count)
   Waiter* w = b->head;
   while (w != nullptr) {
     Waiter* next = w->next;
-    if (w->key == key) {
+    if (w->current_key() == key) {
       bool stop = false;
       if (take(DataOf(w), &stop)) {
         b->Remove(w, prev);
@@ -106,7 +106,7 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
       td->counters.Bump(td->counters.invalid);
       return {ParkResult::kInvalid, 0};
     }
-    td->waiter.key = key;
+    td->waiter.key.store(key, std::memory_order_relaxed);
     td->park_token = park_token;
     td->parker.store(1, std::memory_order_relaxed);
     b->Enqueue(&td->waiter);
@@ -120,18 +120,20 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
   if (released) return {ParkResult::kUnparked, td->unpark_token};
 
   // Timed out: leave the queue unless an unparker dequeued us meanwhile
-  // (it releases the parker under the same bucket lock).
+  // (it releases the parker under the same bucket lock). A requeue may
+  // have moved us to another key: the callback is told the current one.
   BucketTable::ReadSection rs(table);
-  Bucket* b = table.LockBucket(key);
+  Bucket* b = table.LockWaiterBucket(&td->waiter);
   if (td->parker.load(std::memory_order_acquire) == 0) {
     b->lock.Unlock();
     return {ParkResult::kUnparked, td->unpark_token};
   }
+  const uintptr_t current = td->waiter.current_key();
   Waiter* prev = nullptr;
   for (Waiter* w = b->head; w != &td->waiter; w = w->next) prev = w;
   b->Remove(&td->waiter, prev);
   td->parker.store(0, std::memory_order_relaxed);
-  timed_out(key, !b->HasKey(key, b->head));
+  timed_out(current, !b->HasKey(current, b->head));
   b->lock.Unlock();
   td->counters.Bump(td->counters.timeouts);
   return {ParkResult::kTimedOut, 0};
@@ -246,7 +248,7 @@ UnparkResult UnparkRequeue(
     // Requeued threads stay parked: only their key and queue change.
     while (moved != nullptr) {
       Waiter* next = moved->next;
-      moved->key = to;
+      moved->key.store(to, std::memory_order_relaxed);
       bt->Enqueue(moved);
       moved = next;
     }

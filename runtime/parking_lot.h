@@ -63,8 +63,10 @@ struct UnparkResult {
 // queued (FIFO per key) with `park_token`, the bucket unlocked,
 // `before_sleep` called, and the thread sleeps. If the deadline passes
 // first, the thread dequeues itself and calls `timed_out(key,
-// was_last_thread)` under the bucket lock, where `was_last_thread` tells
-// whether no other thread is parked on `key`; kTimedOut is returned. Signals
+// was_last_thread)` under the bucket lock, where `key` is the key it was
+// parked on at that moment (another one if UnparkRequeue moved it) and
+// `was_last_thread` tells whether no other thread is parked on that key;
+// kTimedOut is returned. Signals
 // and spurious futex returns never end the park early.
 ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
                 absl::FunctionRef<void()> before_sleep,
