@@ -1,0 +1,151 @@
+#include "sync/condvar.h"
+
+namespace parklot {
+namespace {
+
+std::atomic<uint32_t>* MutexWordAt(uintptr_t state) {
+  return reinterpret_cast<std::atomic<uint32_t>*>(state);
+}
+
+// A thread woken by a notify (not the mutex) gets this token.
+constexpr UnparkToken kNotifiedToken = 0;
+
+}  // namespace
+
+bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
+                       std::atomic<uint32_t>* mutex_word,
+                       std::atomic<int32_t>* mutex_ema,
+                       const Deadline& deadline) {
+  const uintptr_t mine = KeyOf(mutex_word);
+  bool requeued = false;
+  const ParkResult r = Park(
+      KeyOf(cv),
+      [cv, mine] {
+        // Under the condvar's bucket lock: record our mutex for requeue.
+        const uintptr_t s = cv->load(std::memory_order_relaxed);
+        if (s == kNoWaiters) {
+          cv->store(mine, std::memory_order_relaxed);
+        } else if (s != mine) {
+          cv->store(kNoRequeue, std::memory_order_relaxed);
+        }
+        return true;
+      },
+      // Queued first, unlocked second: a notify after our unlock finds us.
+      [mutex_word] { MutexCore::Unlock(mutex_word); },
+      [cv, &requeued](uintptr_t key, bool was_last_thread) {
+        // Timed out while requeued onto the mutex: not a condvar timeout;
+        // the lock is re-acquired below like any wake-up.
+        requeued = key != KeyOf(cv);
+        if (!requeued && was_last_thread) {
+          cv->store(kNoWaiters, std::memory_order_relaxed);
+        }
+      },
+      kDefaultParkToken, deadline);
+  if (r.unparked() && r.token == MutexCore::kHandoffToken) {
+    // Requeued onto the mutex and handed the lock by its unlock.
+    MutexCore::TakeHandoff(mutex_word);
+    return true;
+  }
+  MutexCore::Lock(mutex_word, mutex_ema);
+  return !r.timed_out() || requeued;
+}
+
+bool CondVarCore::WaitAny(std::atomic<uintptr_t>* cv,
+                          absl::FunctionRef<void()> unlock,
+                          absl::FunctionRef<void()> relock,
+                          const Deadline& deadline) {
+  const ParkResult r = Park(
+      KeyOf(cv),
+      [cv] {
+        cv->store(kNoRequeue, std::memory_order_relaxed);
+        return true;
+      },
+      unlock,
+      [cv](uintptr_t, bool was_last_thread) {
+        if (was_last_thread) cv->store(kNoWaiters, std::memory_order_relaxed);
+      },
+      kDefaultParkToken, deadline);
+  relock();
+  return !r.timed_out();
+}
+
+bool CondVarCore::NotifyOne(std::atomic<uintptr_t>* cv) {
+  for (;;) {
+    const uintptr_t s = cv->load(std::memory_order_relaxed);
+    if (s == kNoWaiters) return false;
+    if (s == kNoRequeue) {
+      return UnparkOne(KeyOf(cv), [cv](UnparkResult r) {
+               if (!r.have_more_threads) {
+                 cv->store(kNoWaiters, std::memory_order_relaxed);
+               }
+               return kNotifiedToken;
+             }).unparked_threads != 0;
+    }
+    bool stale = false;
+    const UnparkResult r = UnparkRequeue(
+        KeyOf(cv), s,
+        [cv, s, &stale] {
+          // Both buckets are locked: the waiters' mutex cannot change now.
+          if (cv->load(std::memory_order_relaxed) != s) {
+            stale = true;
+            return RequeueOp::kAbort;
+          }
+          // Waking a thread only for it to block on a held mutex is a
+          // wasted context switch: let the mutex's unlock wake it.
+          return MutexCore::MarkParkedIfLocked(MutexWordAt(s))
+                     ? RequeueOp::kRequeueOne
+                     : RequeueOp::kUnparkOne;
+        },
+        [cv](RequeueOp, UnparkResult r) {
+          if (!r.have_more_threads) {
+            cv->store(kNoWaiters, std::memory_order_relaxed);
+          }
+          return kNotifiedToken;
+        });
+    if (stale) continue;
+    return r.unparked_threads + r.requeued_threads != 0;
+  }
+}
+
+size_t CondVarCore::NotifyAll(std::atomic<uintptr_t>* cv) {
+  for (;;) {
+    const uintptr_t s = cv->load(std::memory_order_relaxed);
+    if (s == kNoWaiters) return 0;
+    if (s == kNoRequeue) {
+      return UnparkFilter(
+                 KeyOf(cv), [](ParkToken) { return FilterOp::kUnpark; },
+                 [cv](UnparkResult) {
+                   cv->store(kNoWaiters, std::memory_order_relaxed);
+                   return kNotifiedToken;
+                 })
+          .unparked_threads;
+    }
+    bool stale = false;
+    const UnparkResult r = UnparkRequeue(
+        KeyOf(cv), s,
+        [cv, s, &stale] {
+          if (cv->load(std::memory_order_relaxed) != s) {
+            stale = true;
+            return RequeueOp::kAbort;
+          }
+          // Every waiter leaves the condvar's queue.
+          cv->store(kNoWaiters, std::memory_order_relaxed);
+          return MutexCore::MarkParkedIfLocked(MutexWordAt(s))
+                     ? RequeueOp::kRequeueAll
+                     : RequeueOp::kUnparkOneRequeueRest;
+        },
+        [s](RequeueOp op, UnparkResult r) {
+          // The woken thread will lock the mutex, so an unlock is coming
+          // that will see this bit and wake the next requeued thread.
+          if (op == RequeueOp::kUnparkOneRequeueRest &&
+              r.requeued_threads != 0) {
+            MutexCore::MarkParked(MutexWordAt(s));
+          }
+          return kNotifiedToken;
+        });
+    if (stale) continue;
+    return r.unparked_threads + r.requeued_threads;
+  }
+}
+
+}  // namespace parklot

@@ -1,0 +1,137 @@
+// parklot::CondVar: a condition variable with wait morphing.
+//
+// NotifyAll does not wake every waiter only for all but one to block on the
+// mutex again: it wakes at most one and requeues the rest onto the mutex's
+// parking-lot key (the "thundering herd" fix of Linux's FUTEX_CMP_REQUEUE,
+// done in user space), so each is woken by a mutex unlock, one at a time.
+// The mutex is recorded per wait, so one CondVar may be used with different
+// mutexes over time. Waiting with two different mutexes at the same time is
+// undefined by POSIX; here it works, without requeueing, until the waiters
+// drain.
+#ifndef PARKLOT_SYNC_CONDVAR_H_
+#define PARKLOT_SYNC_CONDVAR_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <condition_variable>
+#include <mutex>
+
+#include "absl/time/time.h"
+#include "runtime/deadline.h"
+#include "runtime/parking_lot.h"
+#include "sync/mutex.h"
+
+namespace parklot {
+
+// The condvar algorithm on a caller-provided word (the address of the
+// mutex word its waiters use, or a sentinel), shared by CondVar and the
+// preload shim's pthread_cond_t. Not for direct use by applications.
+class CondVarCore {
+ public:
+  // Word values besides a mutex word's address.
+  static constexpr uintptr_t kNoWaiters = 0;
+  // Waiters use different locks (or a lock parklot cannot requeue onto):
+  // notifications wake instead of requeueing.
+  static constexpr uintptr_t kNoRequeue = 1;
+
+  // Atomically releases the lock `mutex_word` (a MutexCore word held by the
+  // caller), parks until notified or `deadline`, then re-acquires the lock
+  // (a handoff from a requeue makes it ours directly). Returns false if the
+  // deadline passed. Spurious returns are possible, as in POSIX.
+  static bool Wait(std::atomic<uintptr_t>* cv, std::atomic<uint32_t>* mutex_word,
+                   std::atomic<int32_t>* mutex_ema, const Deadline& deadline);
+
+  // As Wait for an arbitrary lock released by `unlock` and re-acquired by
+  // `relock` (no requeue). `unlock` runs after the thread is queued.
+  static bool WaitAny(std::atomic<uintptr_t>* cv,
+                      absl::FunctionRef<void()> unlock,
+                      absl::FunctionRef<void()> relock,
+                      const Deadline& deadline);
+
+  // Wakes one waiter, or, if its mutex is locked, moves it to the mutex's
+  // queue to be woken by the unlock. Cheap (one load) with no waiters.
+  // Returns whether a waiter was notified.
+  static bool NotifyOne(std::atomic<uintptr_t>* cv);
+  // Wakes one waiter and requeues the rest onto the mutex (all of them if
+  // the mutex is locked). Returns the number of waiters notified.
+  static size_t NotifyAll(std::atomic<uintptr_t>* cv);
+};
+
+// A condition variable for parklot::Mutex. All members are thread-safe.
+// Destroying it while threads wait is undefined (as for std); destroying it
+// right after the last waiter returned is fine.
+class CondVar {
+ public:
+  constexpr CondVar() = default;
+  CondVar(const CondVar&) = delete;
+  CondVar& operator=(const CondVar&) = delete;
+
+  // Releases `mu` (held by the caller), waits for a notification, re-locks
+  // `mu` before returning. May return spuriously: wait in a loop on the
+  // predicate.
+  void Wait(Mutex& mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    CondVarCore::Wait(&state_, &mu.word_, &mu.ema_, Deadline::Never());
+  }
+  // As Wait, until `deadline` (either clock). Returns false on timeout; the
+  // mutex is held again in every case.
+  bool WaitUntil(Mutex& mu, Deadline deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return CondVarCore::Wait(&state_, &mu.word_, &mu.ema_, deadline);
+  }
+  // As WaitUntil(now + timeout) on CLOCK_MONOTONIC.
+  bool WaitFor(Mutex& mu, absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return WaitUntil(mu, Deadline::In(timeout));
+  }
+  // Waits until `pred()` holds (checked under `mu`).
+  template <typename Predicate>
+  void Wait(Mutex& mu, Predicate pred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    while (!pred()) Wait(mu);
+  }
+
+  // Any BasicLockable (std::unique_lock<L>, std::mutex, ...): released
+  // after the thread is queued, re-locked after wake-up. No requeue.
+  template <typename Lock>
+  bool WaitAnyUntil(Lock& lock, Deadline deadline) {
+    return CondVarCore::WaitAny(
+        &state_, [&lock] { lock.unlock(); }, [&lock] { lock.lock(); },
+        deadline);
+  }
+  template <typename Lock>
+  void WaitAny(Lock& lock) {
+    WaitAnyUntil(lock, Deadline::Never());
+  }
+
+  // Wakes one waiter (or moves it onto its locked mutex). Returns whether
+  // there was one.
+  bool NotifyOne() { return CondVarCore::NotifyOne(&state_); }
+  // Wakes all waiters: at most one is woken now, the rest requeued onto
+  // the mutex. Returns the number notified.
+  size_t NotifyAll() { return CondVarCore::NotifyAll(&state_); }
+
+  // Standard library spellings, for std::unique_lock<parklot::Mutex>.
+  void wait(std::unique_lock<Mutex>& lock) { Wait(*lock.mutex()); }
+  template <typename Predicate>
+  void wait(std::unique_lock<Mutex>& lock, Predicate pred) {
+    Wait(*lock.mutex(), pred);
+  }
+  template <class Rep, class Period>
+  std::cv_status wait_for(std::unique_lock<Mutex>& lock,
+                          const std::chrono::duration<Rep, Period>& d) {
+    return WaitFor(*lock.mutex(),
+                   absl::FromChrono(
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(d)))
+               ? std::cv_status::no_timeout
+               : std::cv_status::timeout;
+  }
+  void notify_one() { NotifyOne(); }
+  void notify_all() { NotifyAll(); }
+
+ private:
+  std::atomic<uintptr_t> state_{CondVarCore::kNoWaiters};
+};
+
+}  // namespace parklot
+
+#endif  // PARKLOT_SYNC_CONDVAR_H_

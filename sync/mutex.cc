@@ -1,0 +1,192 @@
+#include "sync/mutex.h"
+
+#include <errno.h>
+
+#include "absl/base/internal/raw_logging.h"
+#include "runtime/spin.h"
+
+namespace parklot {
+
+bool MutexCore::TryLock(std::atomic<uint32_t>* word) {
+  uint32_t w = word->load(std::memory_order_relaxed);
+  while (!(w & kLocked)) {
+    if (word->compare_exchange_weak(w, (w & kParked) | OwnerWord(CurrentSlot()),
+                                    std::memory_order_acquire,
+                                    std::memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void MutexCore::TakeHandoff(std::atomic<uint32_t>* word) {
+  // The unlocker left the word locked with no owner; only the parked bit
+  // may change under us (other waiters setting it).
+  const uint32_t me = OwnerWord(CurrentSlot());
+  uint32_t w = word->load(std::memory_order_relaxed);
+  while (!word->compare_exchange_weak(w, (w & kParked) | me,
+                                      std::memory_order_acquire,
+                                      std::memory_order_relaxed)) {
+  }
+}
+
+bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
+                         const Deadline& deadline) {
+  ThreadData* td = CurrentThreadData();
+  const uint32_t me = OwnerWord(td->slot);
+  int round = 0;
+  int budget = -1;  // computed at the first spin
+  bool parked = false;
+  for (;;) {
+    uint32_t w = word->load(std::memory_order_relaxed);
+    if (!(w & kLocked)) {
+      if (word->compare_exchange_weak(w, (w & kParked) | me,
+                                      std::memory_order_acquire,
+                                      std::memory_order_relaxed)) {
+        if (!parked && round > 0 && round <= budget) {
+          UpdateSpinEma(ema, round);
+          td->counters.Bump(td->counters.spin_acquired);
+        }
+        return true;
+      }
+      continue;
+    }
+    // Spin only while nobody is parked (parked waiters mean the lock was
+    // held longer than a spin before) and the spin policy says it can pay.
+    if (!(w & kParked)) {
+      if (budget < 0) {
+        budget = ShouldSpin(OwnerOf(w)) ? SpinBudget(ema->load(
+                                              std::memory_order_relaxed))
+                                        : 0;
+        if (budget > 0) td->counters.Bump(td->counters.spins);
+      }
+      if (round < budget) {
+        SpinRound(round++);
+        continue;
+      }
+      if (round > 0 && round == budget) {
+        // The spin did not pay: holds are outgrowing the budget.
+        UpdateSpinEma(ema, kMaxSpinRounds + 1);
+        ++round;
+      }
+      if (!word->compare_exchange_weak(w, w | kParked,
+                                       std::memory_order_relaxed,
+                                       std::memory_order_relaxed)) {
+        continue;
+      }
+    }
+    const ParkResult r = Park(
+        KeyOf(word),
+        [word] {
+          return (word->load(std::memory_order_relaxed) &
+                  (kLocked | kParked)) == (kLocked | kParked);
+        },
+        [] {},
+        [word](uintptr_t, bool was_last_thread) {
+          // Under the bucket lock: no other thread can be parking now, so
+          // if we were the last, nobody is parked any more.
+          if (was_last_thread) {
+            word->fetch_and(~kParked, std::memory_order_relaxed);
+          }
+        },
+        kDefaultParkToken, deadline);
+    if (r.unparked()) {
+      if (r.token == kHandoffToken) {
+        TakeHandoff(word);
+        return true;
+      }
+    } else if (r.timed_out()) {
+      return false;
+    }
+    // Woken for barging, or the word changed before we slept: compete
+    // again (without spinning: we already know the lock is contended).
+    budget = 0;
+    parked = true;
+  }
+}
+
+void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
+  uint32_t w = word->load(std::memory_order_relaxed);
+  while (!(w & kParked)) {
+    if (word->compare_exchange_weak(w, 0, std::memory_order_release,
+                                    std::memory_order_relaxed)) {
+      return;
+    }
+  }
+  UnparkOne(KeyOf(word), [word, force_fair](UnparkResult r) -> UnparkToken {
+    // Runs under the bucket lock, so no thread can park on the word between
+    // our reading the queue and storing the word.
+    if (r.unparked_threads != 0 && (force_fair || r.be_fair)) {
+      word->store(kLocked | (r.have_more_threads ? kParked : 0),
+                  std::memory_order_release);
+      if (ThreadData* td = CurrentThreadDataIfAny()) {
+        td->counters.Bump(td->counters.handoffs);
+      }
+      return kHandoffToken;
+    }
+    // From this store on another thread may take, unlock and free the
+    // mutex: nothing below touches it.
+    word->store(r.have_more_threads ? kParked : 0, std::memory_order_release);
+    return kDefaultUnparkToken;
+  });
+}
+
+void Mutex::AssertHeld() const {
+  if (!HeldByCurrentThread()) {
+    ABSL_RAW_LOG(FATAL, "parklot::Mutex %p not held by this thread", this);
+  }
+}
+
+void RecursiveMutex::Lock() {
+  if (mu_.HeldByCurrentThread()) {
+    ++count_;
+    return;
+  }
+  mu_.Lock();
+  count_ = 1;
+}
+
+bool RecursiveMutex::TryLock() {
+  if (mu_.HeldByCurrentThread()) {
+    ++count_;
+    return true;
+  }
+  if (!mu_.TryLock()) return false;
+  count_ = 1;
+  return true;
+}
+
+bool RecursiveMutex::LockUntil(Deadline deadline) {
+  if (mu_.HeldByCurrentThread()) {
+    ++count_;
+    return true;
+  }
+  if (!mu_.LockUntil(deadline)) return false;
+  count_ = 1;
+  return true;
+}
+
+int RecursiveMutex::Unlock() {
+  if (!mu_.HeldByCurrentThread()) return EPERM;
+  if (--count_ == 0) mu_.Unlock();
+  return 0;
+}
+
+int ErrorCheckingMutex::Lock() {
+  if (mu_.HeldByCurrentThread()) return EDEADLK;
+  mu_.Lock();
+  return 0;
+}
+
+int ErrorCheckingMutex::LockUntil(Deadline deadline) {
+  if (mu_.HeldByCurrentThread()) return EDEADLK;
+  return mu_.LockUntil(deadline) ? 0 : ETIMEDOUT;
+}
+
+int ErrorCheckingMutex::Unlock() {
+  if (!mu_.HeldByCurrentThread()) return EPERM;
+  mu_.Unlock();
+  return 0;
+}
+
+}  // namespace parklot

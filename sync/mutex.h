@@ -1,0 +1,230 @@
+// parklot::Mutex and its recursive and error-checking kinds.
+//
+// A barging lock with eventual fairness (WebKit's and Rust's parking_lot
+// design): unlock releases the lock for whoever grabs it first, except when
+// the bucket's fairness timer (mean PARKLOT_FAIR_NS, 0.5 ms) has fired, when
+// it hands the lock directly to the thread it wakes, so no waiter starves.
+// Waiters spin only while the owner runs and the process has CPUs to spare
+// (runtime/spin.h), otherwise they park on the lock's address.
+#ifndef PARKLOT_SYNC_MUTEX_H_
+#define PARKLOT_SYNC_MUTEX_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
+#include "runtime/deadline.h"
+#include "runtime/parking_lot.h"
+#include "runtime/thread_data.h"
+
+namespace parklot {
+
+// The lock algorithm, on caller-provided words, so that the same code runs
+// on a parklot::Mutex and in place inside a glibc pthread_mutex_t (the
+// preload shim). Not for direct use by applications.
+//
+// The lock word: bit 0 locked, bit 1 threads may be parked on the word's
+// address, bits 2..31 the owner's registry slot (0 while a handoff is in
+// flight). `ema` holds the moving average of spin rounds acquisitions
+// needed (runtime/spin.h). Zero-filled words are an unlocked mutex.
+class MutexCore {
+ public:
+  static constexpr uint32_t kLocked = 1;
+  static constexpr uint32_t kParked = 2;
+  // Unpark token telling a woken waiter that the lock was handed to it.
+  static constexpr UnparkToken kHandoffToken = 1;
+
+  static uint32_t OwnerWord(uint32_t slot) { return slot << 2 | kLocked; }
+  static uint32_t OwnerOf(uint32_t word) { return word >> 2; }
+
+  // Lock: one compare-and-swap when free. Returns false only if `deadline`
+  // passed first.
+  static bool Lock(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
+                   const Deadline& deadline = Deadline::Never()) {
+    uint32_t expected = 0;
+    if (__builtin_expect(word->compare_exchange_weak(
+                             expected, OwnerWord(CurrentSlot()),
+                             std::memory_order_acquire,
+                             std::memory_order_relaxed),
+                         1)) {
+      return true;
+    }
+    return LockSlow(word, ema, deadline);
+  }
+
+  // Takes the lock if it is free (barging past parked waiters, as
+  // pthread_mutex_trylock does). Never blocks.
+  static bool TryLock(std::atomic<uint32_t>* word);
+
+  // Unlock: one compare-and-swap when no thread is parked. The caller must
+  // hold the lock. After the word is released this touches only the
+  // parking lot, never the mutex's memory (DESIGN.md invariant 2).
+  static void Unlock(std::atomic<uint32_t>* word, bool force_fair = false) {
+    uint32_t expected = OwnerWord(CurrentSlot());
+    if (__builtin_expect(!force_fair && word->compare_exchange_weak(
+                                            expected, 0,
+                                            std::memory_order_release,
+                                            std::memory_order_relaxed),
+                         1)) {
+      return;
+    }
+    UnlockSlow(word, force_fair);
+  }
+
+  // True if the calling thread holds the lock.
+  static bool HeldByCurrentThread(const std::atomic<uint32_t>* word) {
+    const uint32_t w = word->load(std::memory_order_relaxed);
+    const ThreadData* td = CurrentThreadDataIfAny();
+    return (w & kLocked) && td != nullptr && OwnerOf(w) == td->slot;
+  }
+  static bool IsLocked(const std::atomic<uint32_t>* word) {
+    return word->load(std::memory_order_relaxed) & kLocked;
+  }
+
+  // For CondVar's wait morphing, with the word's bucket locked (inside an
+  // UnparkRequeue validate/callback): mark that threads are parked on it.
+  static void MarkParked(std::atomic<uint32_t>* word) {
+    word->fetch_or(kParked, std::memory_order_relaxed);
+  }
+  // As MarkParked, but only if the lock is held, atomically: a thread
+  // requeued onto an unlocked mutex would wait for an unlock that never
+  // comes. Returns whether it marked.
+  static bool MarkParkedIfLocked(std::atomic<uint32_t>* word) {
+    uint32_t w = word->load(std::memory_order_relaxed);
+    while (w & kLocked) {
+      if (word->compare_exchange_weak(w, w | kParked,
+                                      std::memory_order_relaxed,
+                                      std::memory_order_relaxed)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // After a park on `word` ended with kHandoffToken: record the caller as
+  // the owner of the lock it was handed.
+  static void TakeHandoff(std::atomic<uint32_t>* word);
+
+ private:
+  static bool LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
+                       const Deadline& deadline);
+  static void UnlockSlow(std::atomic<uint32_t>* word, bool force_fair);
+};
+
+// A mutual-exclusion lock in 8 bytes. Meets Lockable and TimedLockable, so
+// std::lock_guard, std::unique_lock and std::scoped_lock work.
+// Not recursive: relocking from the owner deadlocks (use RecursiveMutex or
+// ErrorCheckingMutex). Unlocking a mutex the caller does not hold is
+// undefined, as for std::mutex. All members are thread-safe.
+class ABSL_LOCKABLE Mutex {
+ public:
+  constexpr Mutex() = default;
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+
+  // Blocks until the calling thread holds the lock.
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { MutexCore::Lock(&word_, &ema_); }
+  // Takes the lock if free; never blocks. Returns true on success.
+  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    return MutexCore::TryLock(&word_);
+  }
+  // Blocks until the lock is held (true) or `deadline` passes (false).
+  // The deadline's clock is honoured (CLOCK_REALTIME follows clock jumps).
+  bool LockUntil(Deadline deadline) ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    return MutexCore::Lock(&word_, &ema_, deadline);
+  }
+  // As LockUntil(now + timeout) on CLOCK_MONOTONIC.
+  bool LockFor(absl::Duration timeout) ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    return LockUntil(Deadline::In(timeout));
+  }
+  // Releases the lock (barging: the woken waiter competes with newcomers,
+  // unless the fairness timer fired).
+  void Unlock() ABSL_UNLOCK_FUNCTION() { MutexCore::Unlock(&word_); }
+  // Releases the lock directly to the longest-parked waiter, if any.
+  void UnlockFair() ABSL_UNLOCK_FUNCTION() { MutexCore::Unlock(&word_, true); }
+
+  // True if the calling thread holds the lock.
+  bool HeldByCurrentThread() const {
+    return MutexCore::HeldByCurrentThread(&word_);
+  }
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK();
+
+  // Standard library spellings (Lockable, TimedLockable).
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { Lock(); }
+  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return TryLock(); }
+  void unlock() ABSL_UNLOCK_FUNCTION() { Unlock(); }
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& d)
+      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    return LockFor(absl::FromChrono(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(d)));
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t)
+      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    return try_lock_for(t - Clock::now());
+  }
+
+ private:
+  friend class CondVar;
+  std::atomic<uint32_t> word_{0};
+  std::atomic<int32_t> ema_{0};
+};
+
+// A mutex its owner may lock again; it is released after as many unlocks
+// as locks (PTHREAD_MUTEX_RECURSIVE). Thread-safe.
+class ABSL_LOCKABLE RecursiveMutex {
+ public:
+  constexpr RecursiveMutex() = default;
+  RecursiveMutex(const RecursiveMutex&) = delete;
+  RecursiveMutex& operator=(const RecursiveMutex&) = delete;
+
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION();
+  // Returns false if another thread holds it.
+  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
+  // Returns false if `deadline` passed first.
+  bool LockUntil(Deadline deadline) ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
+  // Releases one level. Returns EPERM (and changes nothing) if the caller
+  // does not hold it, else 0.
+  int Unlock() ABSL_UNLOCK_FUNCTION();
+  bool HeldByCurrentThread() const { return mu_.HeldByCurrentThread(); }
+  // Lock depth held by the caller (0 if it does not hold it).
+  uint32_t depth() const { return HeldByCurrentThread() ? count_ : 0; }
+
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { Lock(); }
+  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return TryLock(); }
+  void unlock() ABSL_UNLOCK_FUNCTION() { Unlock(); }
+
+ private:
+  Mutex mu_;
+  uint32_t count_ = 0;  // written by the owner only
+};
+
+// A mutex that reports misuse with POSIX error codes instead of deadlocking
+// (PTHREAD_MUTEX_ERRORCHECK): Lock returns EDEADLK if the caller already
+// holds it; Unlock returns EPERM if the caller does not hold it.
+class ABSL_LOCKABLE ErrorCheckingMutex {
+ public:
+  constexpr ErrorCheckingMutex() = default;
+  ErrorCheckingMutex(const ErrorCheckingMutex&) = delete;
+  ErrorCheckingMutex& operator=(const ErrorCheckingMutex&) = delete;
+
+  // 0, or EDEADLK if the caller holds it.
+  int Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION();
+  // 0, EDEADLK if the caller holds it, ETIMEDOUT if `deadline` passed.
+  int LockUntil(Deadline deadline) ABSL_EXCLUSIVE_LOCK_FUNCTION();
+  // Returns false if held by anyone (including the caller).
+  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.TryLock(); }
+  // 0, or EPERM if the caller does not hold it (nothing changes).
+  int Unlock() ABSL_UNLOCK_FUNCTION();
+  bool HeldByCurrentThread() const { return mu_.HeldByCurrentThread(); }
+
+ private:
+  Mutex mu_;
+};
+
+}  // namespace parklot
+
+#endif  // PARKLOT_SYNC_MUTEX_H_
