@@ -151,18 +151,43 @@ size_t BucketTable::bucket_count() const {
   return table_.load(std::memory_order_acquire)->size;
 }
 
+// urcu-bp ("bulletproof") is the flavour for a library injected into
+// programs that never call rcu_register_thread(): it registers readers
+// itself and cleans up after exiting threads, at the price of a pointer
+// load on the read side (still no shared write: sys_membarrier makes the
+// read side a compiler barrier).
+static bool IsRcuReader() { return URCU_TLS(urcu_bp_reader) != nullptr; }
+
+void BucketTable::RegisterRcuReader() {
+  if (IsRcuReader()) return;
+  urcu_bp_read_lock();
+  urcu_bp_read_unlock();
+}
+
 BucketTable::ReadSection::ReadSection(const BucketTable& table)
-    : rcu_(!table.immutable()) {
-  if (rcu_) urcu_bp_read_lock();
+    : table_(table), mode_(kNone) {
+  if (table.immutable()) return;
+  if (IsRcuReader()) {
+    mode_ = kRcu;
+    urcu_bp_read_lock();
+  } else {
+    mode_ = kPinned;
+    table.pins_.fetch_add(1, std::memory_order_seq_cst);
+  }
 }
 
 BucketTable::ReadSection::~ReadSection() {
-  if (rcu_) urcu_bp_read_unlock();
+  if (mode_ == kRcu) {
+    urcu_bp_read_unlock();
+  } else if (mode_ == kPinned) {
+    table_.pins_.fetch_sub(1, std::memory_order_release);
+  }
 }
 
 Bucket* BucketTable::LockBucket(uintptr_t key) const {
   for (;;) {
-    Table* t = table_.load(std::memory_order_acquire);
+    // seq_cst (a plain load on x86) pairs with the pin count in MaybeGrow.
+    Table* t = table_.load(std::memory_order_seq_cst);
     Bucket* b = &t->buckets()[IndexOf(t, key)];
     b->lock.Lock();
     // A grower holds every old bucket lock while it moves waiters and
@@ -185,7 +210,7 @@ Bucket* BucketTable::LockWaiterBucket(const Waiter* w) const {
 std::pair<Bucket*, Bucket*> BucketTable::LockBucketPair(uintptr_t a,
                                                         uintptr_t b) const {
   for (;;) {
-    Table* t = table_.load(std::memory_order_acquire);
+    Table* t = table_.load(std::memory_order_seq_cst);
     const size_t ia = IndexOf(t, a);
     const size_t ib = IndexOf(t, b);
     Bucket* ba = &t->buckets()[ia];
@@ -256,7 +281,7 @@ bool BucketTable::MaybeGrow(size_t live_threads)
     }
     old_buckets[i].head = old_buckets[i].tail = nullptr;
   }
-  table_.store(fresh, std::memory_order_release);
+  table_.store(fresh, std::memory_order_seq_cst);
   if (fresh->size >= options_.max_buckets) {
     immutable_.store(true, std::memory_order_release);
   }
@@ -267,6 +292,9 @@ bool BucketTable::MaybeGrow(size_t live_threads)
   // Threads that loaded `old` may still be spinning on its locks inside
   // their read sections; free it only after all of those have ended.
   urcu_bp_synchronize_rcu();
+  // Pinned readers that could have loaded `old` are still counted: a pin
+  // taken after this load sees `fresh` (both sides are seq_cst).
+  while (pins_.load(std::memory_order_seq_cst) != 0) CpuRelax();
   FreeTable(old);
   return true;
 }

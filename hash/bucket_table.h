@@ -108,7 +108,12 @@ class BucketTable {
   // RAII: keeps every table a thread may reach alive. Bucket pointers
   // obtained inside stay valid until it ends. Must not be held across a
   // sleep (it would delay growth) and must not be nested with MaybeGrow.
-  // Costs nothing on an immutable table.
+  // Costs nothing on an immutable table; a liburcu read-side section
+  // otherwise. A thread that is not (or no longer) a registered RCU reader
+  // pins the table with a shared counter instead: registering takes
+  // liburcu's pthread mutex, and under the preload shim a contended
+  // pthread_mutex_lock parks, so registration must not depend on itself.
+  // That counter is only touched around a thread's registration and exit.
   class ReadSection {
    public:
     explicit ReadSection(const BucketTable& table);
@@ -117,8 +122,15 @@ class BucketTable {
     ReadSection& operator=(const ReadSection&) = delete;
 
    private:
-    bool rcu_;
+    enum Mode : uint8_t { kNone, kRcu, kPinned };
+    const BucketTable& table_;
+    Mode mode_;
   };
+
+  // Makes the calling thread a liburcu reader (urcu-bp registers threads on
+  // their first read-side section, taking a pthread mutex). Call once per
+  // thread, outside any ReadSection; idempotent.
+  static void RegisterRcuReader();
 
   // Returns the bucket for `key` in the current table, locked. Requires an
   // active ReadSection.
@@ -160,6 +172,8 @@ class BucketTable {
   std::atomic<Table*> table_{nullptr};
   std::atomic<bool> immutable_{false};
   std::atomic<uint64_t> growths_{0};
+  // Readers pinning the table without RCU (see ReadSection).
+  mutable std::atomic<uint64_t> pins_{0};
   mutable BucketLock grow_lock_;
 };
 

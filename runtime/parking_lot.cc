@@ -147,6 +147,8 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate) {
 
 UnparkResult UnparkOne(uintptr_t key,
                        absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
+  // Registering makes the thread an RCU reader (see ReadSection).
+  ThreadData* self = CurrentThreadData();
   BucketTable& table = GlobalTable();
   WakeList wakes;
   UnparkResult result;
@@ -171,15 +173,12 @@ UnparkResult UnparkOne(uintptr_t key,
     b->lock.Unlock();
   }
   wakes.Flush();
-  if (result.unparked_threads != 0) {
-    if (ThreadData* self = CurrentThreadDataIfAny()) {
-      self->counters.Bump(self->counters.unparks);
-    }
-  }
+  if (result.unparked_threads != 0) self->counters.Bump(self->counters.unparks);
   return result;
 }
 
 size_t UnparkAll(uintptr_t key, UnparkToken token) {
+  ThreadData* self = CurrentThreadData();
   BucketTable& table = GlobalTable();
   WakeList wakes;
   size_t n = 0;
@@ -192,18 +191,16 @@ size_t UnparkAll(uintptr_t key, UnparkToken token) {
     b->lock.Unlock();
   }
   wakes.Flush();
-  if (n != 0) {
-    if (ThreadData* self = CurrentThreadDataIfAny()) {
-      auto& c = self->counters.unparks;
-      c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-    }
-  }
+  auto& c = self->counters.unparks;
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   return n;
 }
 
 UnparkResult UnparkRequeue(
     uintptr_t from, uintptr_t to, absl::FunctionRef<RequeueOp()> validate,
     absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback) {
+  // Registering makes the thread an RCU reader (see ReadSection).
+  ThreadData* self = CurrentThreadData();
   BucketTable& table = GlobalTable();
   WakeList wakes;
   UnparkResult result;
@@ -259,12 +256,15 @@ UnparkResult UnparkRequeue(
     BucketTable::UnlockBucketPair(pair);
   }
   wakes.Flush();
+  if (result.unparked_threads != 0) self->counters.Bump(self->counters.unparks);
   return result;
 }
 
 UnparkResult UnparkFilter(
     uintptr_t key, absl::FunctionRef<FilterOp(ParkToken)> filter,
     absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
+  // Registering makes the thread an RCU reader (see ReadSection).
+  ThreadData* self = CurrentThreadData();
   BucketTable& table = GlobalTable();
   WakeList wakes;
   UnparkResult result;
@@ -295,6 +295,9 @@ UnparkResult UnparkFilter(
     b->lock.Unlock();
   }
   wakes.Flush();
+  auto& c = self->counters.unparks;
+  c.store(c.load(std::memory_order_relaxed) + result.unparked_threads,
+          std::memory_order_relaxed);
   return result;
 }
 

@@ -153,6 +153,9 @@ ThreadData* internal::RegisterCurrentThread() {
   // allocation. The value only needs to be non-null to run the destructor.
   pthread_setspecific(r.exit_key, td);
   t_registered = true;
+  // After t_registered: registering with liburcu may lock a pthread mutex,
+  // which under the shim may park, which needs this thread's data.
+  BucketTable::RegisterRcuReader();
   table.MaybeGrow(live);
   return td;
 }
