@@ -43,16 +43,23 @@ class MutexCore {
   // passed first.
   static bool Lock(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
                    const Deadline& deadline = Deadline::Never()) {
-    uint32_t expected = 0;
-    if (__builtin_expect(word->compare_exchange_weak(
-                             expected, OwnerWord(CurrentSlot()),
-                             std::memory_order_acquire,
-                             std::memory_order_relaxed),
-                         1)) {
-      return true;
-    }
+    if (__builtin_expect(LockFast(word), 1)) return true;
     return LockSlow(word, ema, deadline);
   }
+
+  // The uncontended attempt alone: one compare-and-swap from 0 (free, no
+  // parked threads). Returns whether the caller now holds the lock.
+  static bool LockFast(std::atomic<uint32_t>* word) {
+    uint32_t expected = 0;
+    return word->compare_exchange_weak(expected, OwnerWord(CurrentSlot()),
+                                       std::memory_order_acquire,
+                                       std::memory_order_relaxed);
+  }
+
+  // The contended path of Lock: spins while it can pay, then parks.
+  // Returns false only if `deadline` passed first.
+  static bool LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
+                       const Deadline& deadline);
 
   // Takes the lock if it is free (barging past parked waiters, as
   // pthread_mutex_trylock does). Never blocks.
@@ -108,8 +115,6 @@ class MutexCore {
   static void TakeHandoff(std::atomic<uint32_t>* word);
 
  private:
-  static bool LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
-                       const Deadline& deadline);
   static void UnlockSlow(std::atomic<uint32_t>* word, bool force_fair);
 };
 
