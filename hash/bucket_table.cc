@@ -232,6 +232,29 @@ void BucketTable::UnlockBucketPair(std::pair<Bucket*, Bucket*> pair) {
   if (pair.second != pair.first) pair.second->lock.Unlock();
 }
 
+void BucketTable::LockAllForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  grow_lock_.Lock();
+  Table* t = table_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < t->size; ++i) t->buckets()[i].lock.Lock();
+}
+
+void BucketTable::UnlockAllAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  Table* t = table_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < t->size; ++i) t->buckets()[i].lock.Unlock();
+  grow_lock_.Unlock();
+}
+
+void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  Table* t = table_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < t->size; ++i) {
+    Bucket& b = t->buckets()[i];
+    b.head = b.tail = nullptr;
+    b.lock.Unlock();
+  }
+  pins_.store(0, std::memory_order_relaxed);
+  grow_lock_.Unlock();
+}
+
 size_t BucketTable::TargetBuckets(size_t live_threads) const {
   size_t want;
   switch (options_.policy) {

@@ -153,6 +153,15 @@ class BucketTable {
   // ReadSection and without bucket locks held. Returns true if it grew.
   bool MaybeGrow(size_t live_threads);
 
+  // fork() support. Before fork: take the grow lock and every bucket lock,
+  // so the child never inherits a table mid-change. In the parent after
+  // fork: release them. In the child: only the forking thread exists, so
+  // every queued waiter is a ghost of a parent thread; empty every queue
+  // and release every lock.
+  void LockAllForFork();
+  void UnlockAllAfterFork();
+  void ResetInChildAfterFork();
+
   // The size the policy wants for `live_threads` (not capped).
   size_t TargetBuckets(size_t live_threads) const;
 

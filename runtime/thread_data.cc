@@ -7,6 +7,9 @@
 
 #include <new>
 
+#define _LGPL_SOURCE 1
+#include <urcu-bp.h>
+
 #include "absl/base/internal/raw_logging.h"
 #include "hash/futex.h"
 #include "runtime/config.h"
@@ -106,6 +109,47 @@ void OnThreadExit(void*) {
   // Counters restart in case this thread parks again in a later destructor.
   new (&td->counters) ThreadCounters();
   t_registered = false;
+}
+
+// fork(): see BucketTable::LockAllForFork. Registered at load time, so
+// these run innermost: after the program's prepare handlers (which may
+// lock parklot mutexes) and before its parent/child handlers.
+void ForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (g_init.load(std::memory_order_acquire) != 2) return;
+  Reg().lock.Lock();
+  reinterpret_cast<BucketTable*>(g_table_storage)->LockAllForFork();
+  urcu_bp_before_fork();
+}
+
+void ForkParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (g_init.load(std::memory_order_acquire) != 2) return;
+  urcu_bp_after_fork_parent();
+  reinterpret_cast<BucketTable*>(g_table_storage)->UnlockAllAfterFork();
+  Reg().lock.Unlock();
+}
+
+void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (g_init.load(std::memory_order_acquire) != 2) return;
+  urcu_bp_after_fork_child();
+  reinterpret_cast<BucketTable*>(g_table_storage)->ResetInChildAfterFork();
+  // Only this thread lives on: every other slot is free again.
+  Registry& r = Reg();
+  const uint32_t mine = t_registered ? t_data.slot : kNoSlot;
+  r.free_top = 0;
+  const uint32_t hi = r.highest.load(std::memory_order_relaxed);
+  for (uint32_t s = hi; s >= 1; --s) {
+    r.states[s].store(0, std::memory_order_relaxed);
+    if (s == mine) continue;
+    if (g_by_slot != nullptr) g_by_slot[s].store(nullptr, std::memory_order_relaxed);
+    r.free_stack[r.free_top++] = s;
+  }
+  r.live.store(t_registered ? 1 : 0, std::memory_order_relaxed);
+  r.parked.store(0, std::memory_order_relaxed);
+  r.lock.Unlock();
+}
+
+__attribute__((constructor)) void RegisterForkHandlers() {
+  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
 }
 
 }  // namespace

@@ -1,0 +1,43 @@
+#include <dlfcn.h>
+
+#include "absl/base/internal/raw_logging.h"
+#include "preload/shim.h"
+
+namespace parklot::preload {
+namespace {
+
+Glibc g_glibc;
+std::atomic<bool> g_resolved{false};
+
+template <typename F>
+void Resolve(F* out, const char* name, const char* version) {
+  // dlvsym, not dlsym: dlsym returns the oldest version, which for the
+  // condvar is glibc 2.2.5's incompatible one.
+  void* p = dlvsym(RTLD_NEXT, name, version);
+  if (p == nullptr) {
+    ABSL_RAW_LOG(FATAL, "parklot: glibc lacks %s@%s", name, version);
+  }
+  *out = reinterpret_cast<F>(p);
+}
+
+}  // namespace
+
+const Glibc& RealGlibc() {
+  if (g_resolved.load(std::memory_order_acquire)) return g_glibc;
+  // Idempotent and racing resolvers write the same values.
+  Glibc g;
+  Resolve(&g.mutex_timedlock, "pthread_mutex_timedlock", "GLIBC_2.2.5");
+  Resolve(&g.mutex_clocklock, "pthread_mutex_clocklock", "GLIBC_2.30");
+  Resolve(&g.cond_init, "pthread_cond_init", "GLIBC_2.3.2");
+  Resolve(&g.cond_destroy, "pthread_cond_destroy", "GLIBC_2.3.2");
+  Resolve(&g.cond_wait, "pthread_cond_wait", "GLIBC_2.3.2");
+  Resolve(&g.cond_timedwait, "pthread_cond_timedwait", "GLIBC_2.3.2");
+  Resolve(&g.cond_clockwait, "pthread_cond_clockwait", "GLIBC_2.30");
+  Resolve(&g.cond_signal, "pthread_cond_signal", "GLIBC_2.3.2");
+  Resolve(&g.cond_broadcast, "pthread_cond_broadcast", "GLIBC_2.3.2");
+  g_glibc = g;
+  g_resolved.store(true, std::memory_order_release);
+  return g_glibc;
+}
+
+}  // namespace parklot::preload

@@ -1,0 +1,149 @@
+// PARKLOT_STATS=1: per-lock contention figures and the report at exit.
+//
+// Only enabled runs pay for this: every hook is behind `g_stats`. The table
+// is mmap'ed open addressing (no malloc: the hooks run inside
+// pthread_mutex_lock), keyed by lock address; a full table drops new locks
+// and says how many it dropped.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+#include "absl/debugging/symbolize.h"
+#include "absl/strings/str_format.h"
+#include "preload/shim.h"
+#include "runtime/config.h"
+#include "runtime/stats.h"
+
+namespace parklot::preload {
+
+bool g_stats = false;
+
+namespace {
+
+struct LockStat {
+  std::atomic<uintptr_t> lock{0};
+  std::atomic<uint64_t> acquisitions{0};
+  std::atomic<uint64_t> contended{0};
+  std::atomic<uint64_t> wait_ns{0};
+  std::atomic<uintptr_t> caller{0};  // first contended acquirer's caller
+};
+
+constexpr size_t kSlots = 1 << 14;
+LockStat* g_table = nullptr;
+std::atomic<uint64_t> g_dropped{0};
+std::atomic<uint64_t> g_ops[static_cast<int>(Op::kCount)];
+
+LockStat* Find(uintptr_t lock) {
+  size_t i = (lock * 0x9E3779B97F4A7C15ull) >> 50;  // 14 bits
+  for (size_t probe = 0; probe < 64; ++probe, i = (i + 1) & (kSlots - 1)) {
+    LockStat& s = g_table[i];
+    uintptr_t cur = s.lock.load(std::memory_order_acquire);
+    if (cur == lock) return &s;
+    if (cur == 0) {
+      if (s.lock.compare_exchange_strong(cur, lock,
+                                         std::memory_order_acq_rel) ||
+          cur == lock) {
+        return &s;
+      }
+    }
+  }
+  return nullptr;
+}
+
+void WriteAll(const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = write(STDERR_FILENO, p, left);
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void EnableLockStats() {
+  void* p = mmap(nullptr, kSlots * sizeof(LockStat), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return;
+  g_table = static_cast<LockStat*>(p);
+  absl::InitializeSymbolizer("/proc/self/exe");
+  g_stats = true;
+}
+
+void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
+                   const void* caller) {
+  CountOp(Op::kMutexLock);
+  LockStat* s = Find(reinterpret_cast<uintptr_t>(lock));
+  if (s == nullptr) {
+    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  s->acquisitions.fetch_add(1, std::memory_order_relaxed);
+  if (!contended) return;
+  s->contended.fetch_add(1, std::memory_order_relaxed);
+  s->wait_ns.fetch_add(static_cast<uint64_t>(wait_ns),
+                       std::memory_order_relaxed);
+  uintptr_t none = 0;
+  s->caller.compare_exchange_strong(none, reinterpret_cast<uintptr_t>(caller),
+                                    std::memory_order_relaxed);
+}
+
+void CountOp(Op op) {
+  g_ops[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string StatsReport() {
+  std::string out = "parklot statistics (pid " + std::to_string(getpid()) +
+                    ")\nconfig: " + DescribeConfig(GetConfig()) + "\n";
+  out += FormatStats(GetStats());
+  absl::StrAppendFormat(
+      &out,
+      "served by parklot: %u mutex acquisitions, %u cond waits, %u signals, "
+      "%u broadcasts\n",
+      g_ops[0].load(), g_ops[1].load(), g_ops[2].load(), g_ops[3].load());
+  if (g_table == nullptr) return out;
+  // The ten locks with the most total wait time.
+  LockStat* top[10] = {};
+  for (size_t i = 0; i < kSlots; ++i) {
+    LockStat* s = &g_table[i];
+    if (s->lock.load() == 0 || s->contended.load() == 0) continue;
+    for (int k = 0; k < 10; ++k) {
+      if (top[k] == nullptr || s->wait_ns.load() > top[k]->wait_ns.load()) {
+        std::copy_backward(top + k, top + 9, top + 10);
+        top[k] = s;
+        break;
+      }
+    }
+  }
+  out += "most contended locks:\n";
+  absl::StrAppendFormat(&out, "  %-18s %12s %12s %14s  %s\n", "lock",
+                        "acquired", "contended", "wait ms", "first caller");
+  for (LockStat* s : top) {
+    if (s == nullptr) break;
+    char sym[256] = "?";
+    const uintptr_t caller = s->caller.load();
+    if (caller != 0 &&
+        !absl::Symbolize(reinterpret_cast<void*>(caller - 1), sym,
+                         sizeof(sym))) {
+      absl::SNPrintF(sym, sizeof(sym), "%p", reinterpret_cast<void*>(caller));
+    }
+    absl::StrAppendFormat(&out, "  %#-18x %12u %12u %14.3f  %s\n",
+                          s->lock.load(), s->acquisitions.load(),
+                          s->contended.load(), s->wait_ns.load() / 1e6, sym);
+  }
+  if (g_dropped.load() != 0) {
+    absl::StrAppendFormat(&out, "  (%u acquisitions of untracked locks)\n",
+                          g_dropped.load());
+  }
+  return out;
+}
+
+void PrintStatsReport() { WriteAll(StatsReport()); }
+
+}  // namespace parklot::preload

@@ -1,0 +1,199 @@
+// pthread_mutex_* and C11 mtx_* in place on glibc's pthread_mutex_t.
+#include <errno.h>
+#include <threads.h>
+
+#include "preload/shim.h"
+#include "sync/mutex.h"
+
+namespace parklot::preload {
+namespace {
+
+// Normal and adaptive mutexes: no owner checks, the common case.
+inline bool IsPlainKind(int kind) {
+  const int k = kind & ~kKindElision;
+  return k == PTHREAD_MUTEX_NORMAL || k == PTHREAD_MUTEX_ADAPTIVE_NP;
+}
+
+int TypeOf(const pthread_mutex_t* m) {
+  return m->__data.__kind & ~kKindElision & kKindMask;
+}
+
+// Locks a mutex the shim owns. `deadline` == nullptr: no deadline.
+// `abstime` is checked only if the lock would block (POSIX, glibc).
+__attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
+                                       const struct timespec* abstime,
+                                       clockid_t clock, bool timed,
+                                       const void* caller) {
+  const int kind = m->__data.__kind;
+  if (kind == kKindDestroyed) return EINVAL;
+  std::atomic<uint32_t>* word = MutexWord(m);
+  const int type = TypeOf(m);
+  if (type == PTHREAD_MUTEX_RECURSIVE || type == PTHREAD_MUTEX_ERRORCHECK) {
+    if (MutexCore::HeldByCurrentThread(word)) {
+      if (type == PTHREAD_MUTEX_ERRORCHECK) return EDEADLK;
+      if (m->__data.__count + 1 == 0) return EAGAIN;
+      ++m->__data.__count;
+      return 0;
+    }
+  }
+  if (MutexCore::LockFast(word)) {
+    if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
+    if (g_stats) RecordAcquire(m, false, 0, caller);
+    return 0;
+  }
+  Deadline deadline = Deadline::Never();
+  if (timed) {
+    if (!ValidTimespec(abstime)) return EINVAL;
+    deadline = Deadline::FromTimespec(*abstime, clock);
+  }
+  const int64_t t0 = g_stats ? MonotonicNanos() : 0;
+  if (!MutexCore::LockSlow(word, MutexEma(m), deadline)) return ETIMEDOUT;
+  if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
+  if (g_stats) RecordAcquire(m, true, MonotonicNanos() - t0, caller);
+  return 0;
+}
+
+int Timedlock(pthread_mutex_t* m, clockid_t clock,
+              const struct timespec* abstime, const void* caller) {
+  if (MutexIsGlibcOwned(m)) {
+    return RealGlibc().mutex_clocklock(m, clock, abstime);
+  }
+  if (!ValidClock(clock)) return EINVAL;
+  return LockSlow(m, abstime, clock, true, caller);
+}
+
+}  // namespace
+
+int ShimMutexUnlock(pthread_mutex_t* m) {
+  const int kind = m->__data.__kind;
+  std::atomic<uint32_t>* word = MutexWord(m);
+  if (__builtin_expect(IsPlainKind(kind), 1)) {
+    // Normal and adaptive: as glibc, no owner check (a foreign unlock
+    // releases the lock).
+    MutexCore::Unlock(word);
+    return 0;
+  }
+  if (kind == kKindDestroyed) return EINVAL;
+  if (kind & kKindGlibcOwned) return __pthread_mutex_unlock(m);
+  const int type = TypeOf(m);
+  if (!MutexCore::HeldByCurrentThread(word)) return EPERM;
+  if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
+  MutexCore::Unlock(word);
+  return 0;
+}
+
+}  // namespace parklot::preload
+
+using namespace parklot;           // NOLINT
+using namespace parklot::preload;  // NOLINT
+
+extern "C" {
+
+int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* attr) {
+  // glibc validates the attributes and encodes them in __kind; its
+  // zero-filled lock word is an unlocked MutexCore word.
+  return __pthread_mutex_init(m, attr);
+}
+
+int pthread_mutex_destroy(pthread_mutex_t* m) {
+  if (MutexIsGlibcOwned(m)) return __pthread_mutex_destroy(m);
+  if (m->__data.__kind == kKindDestroyed) return EINVAL;
+  if (MutexCore::IsLocked(MutexWord(m))) return EBUSY;
+  // As glibc: a destroyed mutex reports EINVAL until re-initialized.
+  m->__data.__kind = kKindDestroyed;
+  return 0;
+}
+
+int pthread_mutex_lock(pthread_mutex_t* m) {
+  const int kind = m->__data.__kind;
+  if (__builtin_expect(IsPlainKind(kind), 1)) {
+    // Normal and adaptive kinds: adaptive spinning is parklot's default.
+    if (__builtin_expect(!g_stats, 1)) {
+      MutexCore::Lock(MutexWord(m), MutexEma(m));
+      return 0;
+    }
+  } else if (kind != kKindDestroyed && (kind & kKindGlibcOwned)) {
+    return __pthread_mutex_lock(m);
+  }
+  return LockSlow(m, nullptr, CLOCK_REALTIME, false,
+                  __builtin_return_address(0));
+}
+
+int pthread_mutex_trylock(pthread_mutex_t* m) {
+  const int kind = m->__data.__kind;
+  if (kind == kKindDestroyed) return EINVAL;
+  if (kind & kKindGlibcOwned) return __pthread_mutex_trylock(m);
+  std::atomic<uint32_t>* word = MutexWord(m);
+  if (TypeOf(m) == PTHREAD_MUTEX_RECURSIVE &&
+      MutexCore::HeldByCurrentThread(word)) {
+    if (m->__data.__count + 1 == 0) return EAGAIN;
+    ++m->__data.__count;
+    return 0;
+  }
+  // glibc's errorcheck trylock on a mutex the caller holds is EBUSY too.
+  if (!MutexCore::TryLock(word)) return EBUSY;
+  if (TypeOf(m) == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
+  if (g_stats) RecordAcquire(m, false, 0, __builtin_return_address(0));
+  return 0;
+}
+
+int pthread_mutex_timedlock(pthread_mutex_t* m,
+                            const struct timespec* abstime) {
+  if (MutexIsGlibcOwned(m)) return RealGlibc().mutex_timedlock(m, abstime);
+  return Timedlock(m, CLOCK_REALTIME, abstime, __builtin_return_address(0));
+}
+
+int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t clock,
+                            const struct timespec* abstime) {
+  return Timedlock(m, clock, abstime, __builtin_return_address(0));
+}
+
+int pthread_mutex_unlock(pthread_mutex_t* m) { return ShimMutexUnlock(m); }
+
+// C11 threads (glibc implements them without the pthread symbols).
+int mtx_init(mtx_t* mtx, int type) {
+  if (type != mtx_plain && type != mtx_timed &&
+      type != (mtx_plain | mtx_recursive) &&
+      type != (mtx_timed | mtx_recursive)) {
+    return thrd_error;
+  }
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, (type & mtx_recursive)
+                                       ? PTHREAD_MUTEX_RECURSIVE
+                                       : PTHREAD_MUTEX_NORMAL);
+  const int rc =
+      pthread_mutex_init(reinterpret_cast<pthread_mutex_t*>(mtx), &attr);
+  pthread_mutexattr_destroy(&attr);
+  return rc == 0 ? thrd_success : thrd_error;
+}
+
+void mtx_destroy(mtx_t* mtx) {
+  pthread_mutex_destroy(reinterpret_cast<pthread_mutex_t*>(mtx));
+}
+
+int mtx_lock(mtx_t* mtx) {
+  return pthread_mutex_lock(reinterpret_cast<pthread_mutex_t*>(mtx)) == 0
+             ? thrd_success
+             : thrd_error;
+}
+
+int mtx_trylock(mtx_t* mtx) {
+  const int rc = pthread_mutex_trylock(reinterpret_cast<pthread_mutex_t*>(mtx));
+  return rc == 0 ? thrd_success : rc == EBUSY ? thrd_busy : thrd_error;
+}
+
+int mtx_timedlock(mtx_t* __restrict mtx,
+                  const struct timespec* __restrict abstime) {
+  const int rc =
+      pthread_mutex_timedlock(reinterpret_cast<pthread_mutex_t*>(mtx), abstime);
+  return rc == 0 ? thrd_success : rc == ETIMEDOUT ? thrd_timedout : thrd_error;
+}
+
+int mtx_unlock(mtx_t* mtx) {
+  return pthread_mutex_unlock(reinterpret_cast<pthread_mutex_t*>(mtx)) == 0
+             ? thrd_success
+             : thrd_error;
+}
+
+}  // extern "C"

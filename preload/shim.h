@@ -1,0 +1,102 @@
+// Internals shared by the preload shim's translation units.
+//
+// State lives in place inside glibc's objects (no side table):
+//   pthread_mutex_t  __lock   MutexCore word (0 = unlocked, as glibc)
+//                    __count  recursion depth (recursive kind)
+//                    __nusers spin moving average (glibc: user count)
+//                    __kind   glibc's kind word, set by glibc's init or a
+//                             static initializer; read to dispatch
+//   pthread_cond_t   __wseq   CondVarCore word (8 bytes at offset 0)
+//                    __wrefs  glibc's attribute bits: 1 pshared, 2 monotonic
+// Objects whose kind glibc alone implements (process-shared, robust,
+// priority-inherit/protect) go to glibc's own functions for their life.
+#ifndef PARKLOT_PRELOAD_SHIM_H_
+#define PARKLOT_PRELOAD_SHIM_H_
+
+#include <pthread.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "runtime/deadline.h"
+
+namespace parklot::preload {
+
+// glibc's kind bits (nptl/pthreadP.h).
+inline constexpr int kKindMask = 3;  // normal, recursive, errorcheck, adaptive
+inline constexpr int kKindRobust = 16;
+inline constexpr int kKindPrioInherit = 32;
+inline constexpr int kKindPrioProtect = 64;
+inline constexpr int kKindPshared = 128;
+inline constexpr int kKindElision = 256 | 512;
+inline constexpr int kKindGlibcOwned =
+    kKindRobust | kKindPrioInherit | kKindPrioProtect | kKindPshared;
+inline constexpr int kKindDestroyed = -1;
+
+inline constexpr unsigned kCondPshared = 1;
+inline constexpr unsigned kCondMonotonic = 2;
+
+inline std::atomic<uint32_t>* MutexWord(pthread_mutex_t* m) {
+  return reinterpret_cast<std::atomic<uint32_t>*>(&m->__data.__lock);
+}
+inline std::atomic<int32_t>* MutexEma(pthread_mutex_t* m) {
+  return reinterpret_cast<std::atomic<int32_t>*>(&m->__data.__nusers);
+}
+inline std::atomic<uintptr_t>* CondWord(pthread_cond_t* c) {
+  return reinterpret_cast<std::atomic<uintptr_t>*>(c);
+}
+inline bool MutexIsGlibcOwned(const pthread_mutex_t* m) {
+  return m->__data.__kind != kKindDestroyed &&
+         (m->__data.__kind & kKindGlibcOwned) != 0;
+}
+inline bool CondIsGlibcOwned(const pthread_cond_t* c) {
+  return (c->__data.__wrefs & kCondPshared) != 0;
+}
+
+// glibc's implementations, for the objects the shim hands to glibc. The
+// mutex ones are glibc's exported __pthread_mutex_* aliases (no dlsym); the
+// rest are resolved by dlvsym with the version programs bind to, once, in
+// the shim's constructor (or at first need if a call precedes it).
+struct Glibc {
+  int (*mutex_timedlock)(pthread_mutex_t*, const struct timespec*);
+  int (*mutex_clocklock)(pthread_mutex_t*, clockid_t, const struct timespec*);
+  int (*cond_init)(pthread_cond_t*, const pthread_condattr_t*);
+  int (*cond_destroy)(pthread_cond_t*);
+  int (*cond_wait)(pthread_cond_t*, pthread_mutex_t*);
+  int (*cond_timedwait)(pthread_cond_t*, pthread_mutex_t*,
+                        const struct timespec*);
+  int (*cond_clockwait)(pthread_cond_t*, pthread_mutex_t*, clockid_t,
+                        const struct timespec*);
+  int (*cond_signal)(pthread_cond_t*);
+  int (*cond_broadcast)(pthread_cond_t*);
+};
+const Glibc& RealGlibc();
+
+// A timespec that POSIX accepts as an absolute time.
+inline bool ValidTimespec(const struct timespec* ts) {
+  return ts != nullptr && ts->tv_nsec >= 0 && ts->tv_nsec < 1000000000;
+}
+inline bool ValidClock(clockid_t clock) {
+  return clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC;
+}
+
+// Statistics (PARKLOT_STATS=1): whether they are on, and the hooks.
+extern bool g_stats;
+void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
+                   const void* caller);
+enum class Op { kMutexLock, kCondWait, kCondSignal, kCondBroadcast, kCount };
+void CountOp(Op op);
+
+}  // namespace parklot::preload
+
+extern "C" {
+// glibc's own mutex entry points, exported under these aliases.
+int __pthread_mutex_init(pthread_mutex_t*, const pthread_mutexattr_t*);
+int __pthread_mutex_destroy(pthread_mutex_t*);
+int __pthread_mutex_lock(pthread_mutex_t*);
+int __pthread_mutex_trylock(pthread_mutex_t*);
+int __pthread_mutex_unlock(pthread_mutex_t*);
+}
+
+#endif  // PARKLOT_PRELOAD_SHIM_H_
