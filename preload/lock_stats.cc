@@ -4,6 +4,7 @@
 // is mmap'ed open addressing (no malloc: the hooks run inside
 // pthread_mutex_lock), keyed by lock address; a full table drops new locks
 // and says how many it dropped.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -34,6 +35,9 @@ struct LockStat {
 
 constexpr size_t kSlots = 1 << 14;
 LockStat* g_table = nullptr;
+// Programs may close stderr before our atexit handler runs (coreutils'
+// close_stdout does): report on a duplicate taken at start-up.
+int g_report_fd = STDERR_FILENO;
 std::atomic<uint64_t> g_dropped{0};
 std::atomic<uint64_t> g_ops[static_cast<int>(Op::kCount)];
 
@@ -58,7 +62,7 @@ void WriteAll(const std::string& text) {
   const char* p = text.data();
   size_t left = text.size();
   while (left > 0) {
-    ssize_t n = write(STDERR_FILENO, p, left);
+    ssize_t n = write(g_report_fd, p, left);
     if (n <= 0) return;
     p += n;
     left -= static_cast<size_t>(n);
@@ -72,6 +76,8 @@ void EnableLockStats() {
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return;
   g_table = static_cast<LockStat*>(p);
+  const int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
+  if (fd >= 0) g_report_fd = fd;
   absl::InitializeSymbolizer("/proc/self/exe");
   g_stats = true;
 }
