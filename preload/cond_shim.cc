@@ -23,6 +23,7 @@ int Wait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime,
   // A cancellation point (POSIX): act on a pending cancel before waiting.
   pthread_testcancel();
   if (g_stats) CountOp(Op::kCondWait);
+  CancellationPoint cancellation_point;
   const Deadline deadline = abstime == nullptr
                                 ? Deadline::Never()
                                 : Deadline::FromTimespec(*abstime, clock);

@@ -115,7 +115,32 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
   before_sleep();
   td->counters.Bump(td->counters.parks);
   registry::SetState(td, ThreadState::kParked);
+  // Runs only if thread cancellation unwinds the sleep (CancellationPoint).
+  struct UnwindGuard {
+    ThreadData* td;
+    BucketTable& table;
+    absl::FunctionRef<void(uintptr_t, bool)> timed_out;
+    bool armed = true;
+    ~UnwindGuard() {
+      if (!armed) return;
+      registry::SetState(td, ThreadState::kRunning);
+      BucketTable::ReadSection rs(table);
+      Bucket* b = table.LockWaiterBucket(&td->waiter);
+      td->unwound_unparked = td->parker.load(std::memory_order_acquire) == 0;
+      td->unwound_token = td->unpark_token;
+      if (!td->unwound_unparked) {
+        const uintptr_t current = td->waiter.current_key();
+        Waiter* prev = nullptr;
+        for (Waiter* w = b->head; w != &td->waiter; w = w->next) prev = w;
+        b->Remove(&td->waiter, prev);
+        td->parker.store(0, std::memory_order_relaxed);
+        timed_out(current, !b->HasKey(current, b->head));
+      }
+      b->lock.Unlock();
+    }
+  } guard{td, table, timed_out};
   const bool released = SleepOnParker(td, deadline);
+  guard.armed = false;
   registry::SetState(td, ThreadState::kRunning);
   if (released) return {ParkResult::kUnparked, td->unpark_token};
 
@@ -138,6 +163,9 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
   td->counters.Bump(td->counters.timeouts);
   return {ParkResult::kTimedOut, 0};
 }
+
+CancellationPoint::CancellationPoint() { ++CurrentThreadData()->cancellation_point; }
+CancellationPoint::~CancellationPoint() { --CurrentThreadData()->cancellation_point; }
 
 ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate) {
   return Park(

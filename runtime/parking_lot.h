@@ -117,6 +117,22 @@ UnparkResult UnparkFilter(
     uintptr_t key, absl::FunctionRef<FilterOp(ParkToken)> filter,
     absl::FunctionRef<UnparkToken(UnparkResult)> callback);
 
+// Within its scope, the calling thread's parks are POSIX cancellation
+// points (pthread_cond_wait, sem_wait, ...): while asleep the thread is in
+// asynchronous cancellation mode. A cancelled park leaves the queue as a
+// timed-out one would (its timed_out callback runs), records in
+// ThreadData::unwound_unparked/unwound_token whether an unparker had
+// released it first, and lets the cancellation unwind; the primitive's own
+// unwinding cleanup then restores its invariants (re-locks the mutex, passes
+// on a consumed notification). Not thread-safe across threads: per thread.
+class CancellationPoint {
+ public:
+  CancellationPoint();
+  ~CancellationPoint();
+  CancellationPoint(const CancellationPoint&) = delete;
+  CancellationPoint& operator=(const CancellationPoint&) = delete;
+};
+
 // Helpers for keys: the address of the waited-on object.
 inline uintptr_t KeyOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 

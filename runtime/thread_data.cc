@@ -204,6 +204,11 @@ ThreadData* internal::RegisterCurrentThread() {
   return td;
 }
 
+// Async-cancel-safe: atomics and the futex system call only.
+__attribute__((noinline)) bool SleepOnParkerLoop(ThreadData* td,
+                                                 const struct timespec* tsp,
+                                                 int op);
+
 bool SleepOnParker(ThreadData* td, const Deadline& deadline) {
   struct timespec ts;
   const struct timespec* tsp = nullptr;
@@ -217,6 +222,17 @@ bool SleepOnParker(ThreadData* td, const Deadline& deadline) {
     tsp = &ts;
     if (deadline.clock == CLOCK_REALTIME) op |= FUTEX_CLOCK_REALTIME;
   }
+  int cancel_type = PTHREAD_CANCEL_DEFERRED;
+  if (td->cancellation_point != 0) {
+    // Acts at once on a pending cancel: the thread unwinds from here.
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &cancel_type);
+  }
+  const bool released = SleepOnParkerLoop(td, tsp, op);
+  if (td->cancellation_point != 0) pthread_setcanceltype(cancel_type, nullptr);
+  return released;
+}
+
+bool SleepOnParkerLoop(ThreadData* td, const struct timespec* tsp, int op) {
   for (;;) {
     uint32_t v = td->parker.load(std::memory_order_acquire);
     if (v == 0) return true;

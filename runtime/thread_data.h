@@ -43,6 +43,13 @@ struct ThreadData {
   uintptr_t park_token = 0;    // guarded by the bucket lock
   uintptr_t unpark_token = 0;  // written before parker is released
   uint32_t slot = kNoSlot;
+  // Parks are POSIX cancellation points while this is non-zero (see
+  // CancellationPoint in parking_lot.h).
+  uint32_t cancellation_point = 0;
+  // How the last park that thread cancellation unwound had ended: whether
+  // an unparker had released the thread first, and with what token.
+  bool unwound_unparked = false;
+  uintptr_t unwound_token = 0;
   ThreadCounters counters;
 };
 
@@ -74,8 +81,12 @@ inline uint32_t CurrentSlot() { return CurrentThreadData()->slot; }
 
 // Sleeps until `td->parker` becomes 0 (returns true) or `deadline` passes
 // (returns false; the parker may still be 1). Retries on EINTR and spurious
-// wake-ups. Called by the owning thread only.
-bool SleepOnParker(ThreadData* td, const Deadline& deadline);
+// wake-ups. Called by the owning thread only. With td->cancellation_point
+// set, the sleep runs in asynchronous cancellation mode, so pthread_cancel
+// unwinds out of it; it must stay out of line and free of cleanups, so that
+// unwinding from any of its instructions finds no landing pad to miss.
+__attribute__((noinline)) bool SleepOnParker(ThreadData* td,
+                                             const Deadline& deadline);
 
 // Marks `td` released and returns whether it needs a FUTEX_WAKE (it was
 // asleep in the kernel). Call under the bucket lock; after it the thread may

@@ -18,6 +18,25 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
                        const Deadline& deadline) {
   const uintptr_t mine = KeyOf(mutex_word);
   bool requeued = false;
+  // Thread cancellation (the shim makes this a cancellation point): POSIX
+  // wants the mutex held again before cleanup handlers run, and a
+  // notification this waiter consumed passed on to another.
+  struct UnwindGuard {
+    std::atomic<uintptr_t>* cv;
+    std::atomic<uint32_t>* mutex_word;
+    std::atomic<int32_t>* mutex_ema;
+    bool armed = true;
+    ~UnwindGuard() {
+      if (!armed) return;
+      const ThreadData* td = CurrentThreadData();
+      if (td->unwound_unparked && td->unwound_token == MutexCore::kHandoffToken) {
+        MutexCore::TakeHandoff(mutex_word);
+        return;
+      }
+      if (td->unwound_unparked) NotifyOne(cv);
+      MutexCore::Lock(mutex_word, mutex_ema);
+    }
+  } guard{cv, mutex_word, mutex_ema};
   const ParkResult r = Park(
       KeyOf(cv),
       [cv, mine] {
@@ -41,6 +60,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
         }
       },
       kDefaultParkToken, deadline);
+  guard.armed = false;
   if (r.unparked() && r.token == MutexCore::kHandoffToken) {
     // Requeued onto the mutex and handed the lock by its unlock.
     MutexCore::TakeHandoff(mutex_word);
@@ -54,6 +74,16 @@ bool CondVarCore::WaitAny(std::atomic<uintptr_t>* cv,
                           absl::FunctionRef<void()> unlock,
                           absl::FunctionRef<void()> relock,
                           const Deadline& deadline) {
+  struct UnwindGuard {
+    absl::FunctionRef<void()> relock;
+    std::atomic<uintptr_t>* cv;
+    bool armed = true;
+    ~UnwindGuard() {
+      if (!armed) return;
+      if (CurrentThreadData()->unwound_unparked) NotifyOne(cv);
+      relock();
+    }
+  } guard{relock, cv};
   const ParkResult r = Park(
       KeyOf(cv),
       [cv] {
@@ -65,6 +95,7 @@ bool CondVarCore::WaitAny(std::atomic<uintptr_t>* cv,
         if (was_last_thread) cv->store(kNoWaiters, std::memory_order_relaxed);
       },
       kDefaultParkToken, deadline);
+  guard.armed = false;
   relock();
   return !r.timed_out();
 }
