@@ -9,9 +9,12 @@
 #ifndef PARKLOT_SYNC_MUTEX_H_
 #define PARKLOT_SYNC_MUTEX_H_
 
+#include <errno.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <system_error>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
@@ -20,6 +23,15 @@
 #include "runtime/thread_data.h"
 
 namespace parklot {
+
+namespace internal {
+// A std::chrono duration as an absl::Duration (for the try_lock_* spellings).
+template <class Rep, class Period>
+absl::Duration FromChronoDuration(const std::chrono::duration<Rep, Period>& d) {
+  return absl::FromChrono(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(d));
+}
+}  // namespace internal
 
 // The lock algorithm, on caller-provided words, so that the same code runs
 // on a parklot::Mutex and in place inside a glibc pthread_mutex_t (the
@@ -163,8 +175,7 @@ class ABSL_LOCKABLE Mutex {
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d)
       ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return LockFor(absl::FromChrono(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(d)));
+    return LockFor(internal::FromChronoDuration(d));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t)
@@ -191,6 +202,10 @@ class ABSL_LOCKABLE RecursiveMutex {
   bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
   // Returns false if `deadline` passed first.
   bool LockUntil(Deadline deadline) ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true);
+  // As LockUntil(now + timeout) on CLOCK_MONOTONIC.
+  bool LockFor(absl::Duration timeout) ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    return LockUntil(Deadline::In(timeout));
+  }
   // Releases one level. Returns EPERM (and changes nothing) if the caller
   // does not hold it, else 0.
   int Unlock() ABSL_UNLOCK_FUNCTION();
@@ -198,9 +213,20 @@ class ABSL_LOCKABLE RecursiveMutex {
   // Lock depth held by the caller (0 if it does not hold it).
   uint32_t depth() const { return HeldByCurrentThread() ? count_ : 0; }
 
+  // Standard library spellings (Lockable, TimedLockable).
   void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { Lock(); }
   bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return TryLock(); }
   void unlock() ABSL_UNLOCK_FUNCTION() { Unlock(); }
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& d)
+      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    return LockFor(internal::FromChronoDuration(d));
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t)
+      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    return try_lock_for(t - Clock::now());
+  }
 
  private:
   Mutex mu_;
@@ -220,13 +246,45 @@ class ABSL_LOCKABLE ErrorCheckingMutex {
   int Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION();
   // 0, EDEADLK if the caller holds it, ETIMEDOUT if `deadline` passed.
   int LockUntil(Deadline deadline) ABSL_EXCLUSIVE_LOCK_FUNCTION();
+  // As LockUntil(now + timeout) on CLOCK_MONOTONIC.
+  int LockFor(absl::Duration timeout) ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    return LockUntil(Deadline::In(timeout));
+  }
   // Returns false if held by anyone (including the caller).
   bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.TryLock(); }
   // 0, or EPERM if the caller does not hold it (nothing changes).
   int Unlock() ABSL_UNLOCK_FUNCTION();
   bool HeldByCurrentThread() const { return mu_.HeldByCurrentThread(); }
 
+  // Standard library spellings (Lockable, TimedLockable). Misuse throws
+  // std::system_error, as std::mutex may: lock() and the timed forms with
+  // EDEADLK (resource_deadlock_would_occur) if the caller holds it, unlock()
+  // with EPERM (operation_not_permitted) if it does not.
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { ThrowIfError(Lock()); }
+  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return TryLock(); }
+  void unlock() ABSL_UNLOCK_FUNCTION() { ThrowIfError(Unlock()); }
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& d)
+      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    const int e = LockFor(internal::FromChronoDuration(d));
+    if (e == ETIMEDOUT) return false;
+    ThrowIfError(e);
+    return true;
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t)
+      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    return try_lock_for(t - Clock::now());
+  }
+
  private:
+  static void ThrowIfError(int e) {
+    if (e != 0) {
+      throw std::system_error(e, std::generic_category(),
+                              "parklot::ErrorCheckingMutex");
+    }
+  }
+
   Mutex mu_;
 };
 

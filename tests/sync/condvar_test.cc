@@ -1,0 +1,692 @@
+// Semantics of parklot::CondVar: waits and timeouts on both clocks, the std
+// spellings, WaitAny with std::mutex, no stolen signal, broadcasts (wait
+// morphing: requeue onto the mutex), timeouts while requeued, one condvar
+// with different mutexes, and destruction right after the last waiter.
+#include "sync/condvar.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "runtime/deadline.h"
+#include "runtime/stats.h"
+#include "runtime/thread_data.h"
+#include "sync/mutex.h"
+#include "tests/sync/mutex_test_util.h"
+#include "tests/util/watchdog.h"
+
+namespace parklot {
+namespace {
+
+using ::parklot::testing::DestroyPoisonFree;
+using ::parklot::testing::Eventually;
+using ::parklot::testing::MallocNew;
+using ::parklot::testing::Rng;
+using ::parklot::testing::Scaled;
+using ::parklot::testing::TableIsAsBuilt;
+using ::parklot::testing::ThreadRef;
+using ::parklot::testing::Watchdog;
+
+TEST(CondVarTest, TableIsAsBuilt) {
+  Mutex mu;
+  mu.Lock();
+  mu.Unlock();
+  EXPECT_TRUE(TableIsAsBuilt()) << DescribeConfig(GetConfig());
+}
+
+TEST(CondVarTest, LayoutAndConstantInit) {
+  static_assert(sizeof(CondVar) == 8, "one word");
+  static constinit CondVar global;
+  EXPECT_FALSE(global.NotifyOne());
+}
+
+TEST(CondVarTest, NotifyWithoutWaitersIsANoOp) {
+  CondVar cv;
+  EXPECT_FALSE(cv.NotifyOne());
+  EXPECT_EQ(cv.NotifyAll(), 0u);
+  cv.notify_one();
+  cv.notify_all();
+}
+
+TEST(CondVarTest, TimedWaitsTimeOutHoldingTheMutex) {
+  Watchdog dog(absl::Seconds(30), "timed waits");
+  Mutex mu;
+  CondVar cv;
+  mu.Lock();
+  // Past deadlines, both clocks.
+  const Deadline past[] = {
+      Deadline::In(-absl::Seconds(1)), Deadline::In(absl::ZeroDuration()),
+      Deadline::Realtime(absl::InfinitePast()),
+      Deadline::Realtime(absl::Now() - absl::Seconds(1)),
+      Deadline::Monotonic(absl::InfinitePast()),
+      Deadline::Monotonic(MonotonicNow() - absl::Seconds(1))};
+  for (const Deadline& d : past) {
+    EXPECT_FALSE(cv.WaitUntil(mu, d));
+    EXPECT_TRUE(mu.HeldByCurrentThread());
+  }
+  // Future deadlines: no earlier than the deadline on its own clock.
+  const Deadline rt = Deadline::Realtime(absl::Now() + absl::Milliseconds(20));
+  EXPECT_FALSE(cv.WaitUntil(mu, rt));
+  EXPECT_GE(absl::Now(), rt.when);
+  EXPECT_TRUE(mu.HeldByCurrentThread());
+  const Deadline mono =
+      Deadline::Monotonic(MonotonicNow() + absl::Milliseconds(20));
+  EXPECT_FALSE(cv.WaitUntil(mu, mono));
+  EXPECT_GE(MonotonicNow(), mono.when);
+  EXPECT_TRUE(mu.HeldByCurrentThread());
+  const absl::Time t0 = MonotonicNow();
+  EXPECT_FALSE(cv.WaitFor(mu, absl::Milliseconds(20)));
+  EXPECT_GE(MonotonicNow() - t0, absl::Milliseconds(20));
+  EXPECT_TRUE(mu.HeldByCurrentThread());
+  mu.Unlock();
+  // The condvar is left with no waiters recorded.
+  EXPECT_FALSE(cv.NotifyOne());
+  EXPECT_EQ(cv.NotifyAll(), 0u);
+}
+
+TEST(CondVarTest, StdUniqueLockSpellings) {
+  Watchdog dog(absl::Seconds(30), "std spellings");
+  Mutex mu;
+  CondVar cv;
+  int stage = 0;  // guarded by mu
+  std::thread t([&] {
+    std::unique_lock<Mutex> l(mu);
+    cv.wait(l, [&] { return stage == 1; });
+    EXPECT_TRUE(mu.HeldByCurrentThread());
+    stage = 2;
+    cv.notify_all();
+    while (stage != 3) cv.wait(l);
+    stage = 4;
+    cv.notify_one();
+  });
+  {
+    std::unique_lock<Mutex> l(mu);
+    EXPECT_EQ(cv.wait_for(l, std::chrono::milliseconds(1)),
+              std::cv_status::timeout);
+    EXPECT_TRUE(l.owns_lock());
+    stage = 1;
+    cv.notify_one();
+    while (stage != 2) {
+      cv.wait_for(l, std::chrono::seconds(1));
+    }
+    stage = 3;
+    cv.notify_one();
+    cv.wait(l, [&] { return stage == 4; });
+  }
+  t.join();
+}
+
+TEST(CondVarTest, WaitAnyWithStdMutex) {
+  Watchdog dog(absl::Seconds(60), "WaitAny");
+  std::mutex mu;
+  CondVar cv;
+  {
+    std::unique_lock<std::mutex> l(mu);
+    EXPECT_FALSE(cv.WaitAnyUntil(l, Deadline::In(absl::Milliseconds(5))));
+    EXPECT_TRUE(l.owns_lock());
+    EXPECT_FALSE(
+        cv.WaitAnyUntil(l, Deadline::Realtime(absl::InfinitePast())));
+    EXPECT_TRUE(l.owns_lock());
+  }
+  EXPECT_FALSE(cv.NotifyOne());
+  // Producer / consumer through std::mutex.
+  const int items = static_cast<int>(Scaled(20000, 500));
+  std::vector<int> queue;  // guarded by mu
+  int64_t consumed_sum = 0;
+  std::thread consumer([&] {
+    std::unique_lock<std::mutex> l(mu);
+    for (int got = 0; got < items;) {
+      while (queue.empty()) cv.WaitAny(l);
+      for (int v : queue) consumed_sum += v;
+      got += static_cast<int>(queue.size());
+      queue.clear();
+    }
+  });
+  for (int i = 0; i < items; ++i) {
+    std::lock_guard<std::mutex> g(mu);
+    queue.push_back(i);
+    cv.NotifyOne();
+  }
+  consumer.join();
+  EXPECT_EQ(consumed_sum, int64_t{items} * (items - 1) / 2);
+  // Plain BasicLockable objects work too.
+  std::mutex raw;
+  raw.lock();
+  EXPECT_FALSE(cv.WaitAnyUntil(raw, Deadline::In(absl::Milliseconds(1))));
+  raw.unlock();
+}
+
+// A notify with one waiter parked must wake that waiter, not a thread that
+// starts waiting after the notify (a "stolen" signal would leave the first
+// one asleep forever).
+TEST(CondVarTest, NotifyOneIsNotStolenByLaterWaiter) {
+  Watchdog dog(absl::Seconds(120), "stolen signal");
+  const int rounds = static_cast<int>(Scaled(300, 30));
+  for (int round = 0; round < rounds; ++round) {
+    // Alternate: notify holding the mutex (requeue path) or not (wake).
+    const bool notify_locked = round % 2 == 0;
+    Mutex mu;
+    CondVar cv;
+    int first_waiting = 0, second_waiting = 0;  // guarded by mu
+    bool first_woke = false, second_woke = false;
+    std::thread first([&] {
+      mu.Lock();
+      first_waiting = 1;
+      cv.Wait(mu);  // exactly one Wait: no spurious return expected here
+      first_woke = true;
+      mu.Unlock();
+    });
+    // Once we hold mu after first_waiting was set, the first thread is
+    // queued on cv (it queues before releasing mu).
+    ASSERT_TRUE(Eventually([&] {
+      std::lock_guard<Mutex> g(mu);
+      return first_waiting == 1;
+    }));
+    std::thread second;
+    if (notify_locked) {
+      mu.Lock();
+      EXPECT_TRUE(cv.NotifyOne());
+      second = std::thread([&] {
+        mu.Lock();
+        second_waiting = 1;
+        while (!second_woke) cv.Wait(mu);
+        mu.Unlock();
+      });
+      mu.Unlock();
+    } else {
+      EXPECT_TRUE(cv.NotifyOne());
+      second = std::thread([&] {
+        mu.Lock();
+        second_waiting = 1;
+        while (!second_woke) cv.Wait(mu);
+        mu.Unlock();
+      });
+    }
+    first.join();  // the watchdog catches a stolen signal
+    {
+      std::lock_guard<Mutex> g(mu);
+      EXPECT_TRUE(first_woke);
+    }
+    ASSERT_TRUE(Eventually([&] {
+      std::lock_guard<Mutex> g(mu);
+      return second_waiting == 1;
+    }));
+    {
+      std::lock_guard<Mutex> g(mu);
+      second_woke = true;
+      cv.NotifyAll();
+    }
+    second.join();
+  }
+}
+
+// NotifyOne N times to N parked waiters wakes each exactly once.
+TEST(CondVarTest, NotifyOnePerWaiterWakesEachOnce) {
+  Watchdog dog(absl::Seconds(60), "NotifyOne each");
+  constexpr int kWaiters = 16;
+  for (const bool locked : {true, false}) {
+    Mutex mu;
+    CondVar cv;
+    int waiting = 0;        // guarded by mu
+    int tickets = 0;        // guarded by mu
+    int woken = 0;          // guarded by mu
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kWaiters; ++i) {
+      threads.emplace_back([&] {
+        mu.Lock();
+        ++waiting;
+        cv.Wait(mu);  // one Wait per notify: each returns once
+        ++woken;
+        --tickets;
+        mu.Unlock();
+      });
+    }
+    ASSERT_TRUE(Eventually([&] {
+      std::lock_guard<Mutex> g(mu);
+      return waiting == kWaiters;
+    }));
+    for (int i = 0; i < kWaiters; ++i) {
+      if (locked) mu.Lock();
+      EXPECT_TRUE(cv.NotifyOne());
+      if (locked) mu.Unlock();
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(woken, kWaiters);
+    EXPECT_FALSE(cv.NotifyOne());
+  }
+}
+
+// NotifyAll to 64 parked waiters: each is woken exactly once, in the order
+// they waited, and the mutex is handed through them (wait morphing): none
+// of them parks a second time.
+TEST(CondVarTest, NotifyAllRequeuesAndHandsTheMutexThroughAllWaiters) {
+  Watchdog dog(absl::Seconds(120), "NotifyAll 64");
+  constexpr int kWaiters = 64;
+  for (const bool locked : {true, false}) {
+    SCOPED_TRACE(locked ? "NotifyAll holding the mutex"
+                        : "NotifyAll with the mutex free");
+    Mutex mu;
+    CondVar cv;
+    std::vector<int> wait_order, wake_order;  // guarded by mu
+    int generation = 0;                       // guarded by mu
+    std::atomic<int> extra_parks{0}, spurious{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kWaiters; ++i) {
+      threads.emplace_back([&, i] {
+        ThreadData* td = CurrentThreadData();
+        mu.Lock();
+        wait_order.push_back(i);
+        const uint64_t parks_before = td->counters.parks.load();
+        cv.Wait(mu);
+        const uint64_t parks = td->counters.parks.load() - parks_before;
+        if (generation != 1) spurious.fetch_add(1);
+        if (parks != 1) extra_parks.fetch_add(1);
+        wake_order.push_back(i);
+        mu.Unlock();
+      });
+    }
+    ASSERT_TRUE(Eventually([&] {
+      std::lock_guard<Mutex> g(mu);
+      return wait_order.size() == kWaiters;
+    }));
+    mu.Lock();
+    generation = 1;
+    if (!locked) mu.Unlock();
+    EXPECT_EQ(cv.NotifyAll(), static_cast<size_t>(kWaiters));
+    if (locked) mu.Unlock();
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(spurious.load(), 0);
+    EXPECT_EQ(extra_parks.load(), 0)
+        << "woken waiters parked again on the mutex: no hand-through";
+    EXPECT_EQ(wake_order, wait_order);
+    EXPECT_EQ(cv.NotifyAll(), 0u);
+    EXPECT_TRUE(mu.TryLock());
+    mu.Unlock();
+  }
+}
+
+// Broadcast while the mutex is free, the first woken waiter re-locking at
+// once (and holding it, and others barging in): every waiter still wakes.
+TEST(CondVarTest, BroadcastWithMutexFreeAndImmediatelyRelockedWakesAll) {
+  Watchdog dog(absl::Seconds(120), "broadcast unlocked");
+  constexpr int kWaiters = 12;
+  const int rounds = static_cast<int>(Scaled(200, 20));
+  for (int round = 0; round < rounds; ++round) {
+    Mutex mu;
+    CondVar cv;
+    int waiting = 0;  // guarded by mu
+    bool go = false;  // guarded by mu
+    int woken = 0;    // guarded by mu
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kWaiters; ++i) {
+      threads.emplace_back([&, round] {
+        mu.Lock();
+        ++waiting;
+        while (!go) cv.Wait(mu);
+        if (++woken == 1) {
+          // The first one keeps the mutex a while: the others queue behind.
+          mu.Unlock();
+          mu.Lock();
+          if (round % 3 == 0) std::this_thread::yield();
+        }
+        mu.Unlock();
+      });
+    }
+    ASSERT_TRUE(Eventually([&] {
+      std::lock_guard<Mutex> g(mu);
+      return waiting == kWaiters;
+    }));
+    mu.Lock();
+    go = true;
+    mu.Unlock();
+    EXPECT_EQ(cv.NotifyAll(), static_cast<size_t>(kWaiters));
+    // Barge on the mutex right away, the way a busy program would.
+    switch (round % 3) {
+      case 0:
+        break;
+      case 1:
+        for (int i = 0; i < 100; ++i) {
+          mu.Lock();
+          mu.Unlock();
+        }
+        break;
+      case 2:
+        for (int i = 0; i < 100; ++i) {
+          if (mu.TryLock()) mu.Unlock();
+        }
+        break;
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(woken, kWaiters);
+  }
+}
+
+// A waiter whose timed wait expires after NotifyAll moved it onto the
+// mutex's queue: it leaves that queue, waits for the mutex like any
+// locker, and returns holding it (and reports a wake-up, not a timeout).
+TEST(CondVarTest, TimedWaitTimesOutWhileRequeuedOntoMutex) {
+  Watchdog dog(absl::Seconds(60), "timeout while requeued");
+  for (const bool notify_all : {true, false}) {
+    Mutex mu;
+    CondVar cv;
+    ThreadRef waiter;
+    bool waiting = false;         // guarded by mu
+    bool main_released = false;   // guarded by mu
+    std::atomic<int> result{-1};
+    std::atomic<bool> held_after{false};
+    std::thread t([&] {
+      waiter.Publish();
+      mu.Lock();
+      waiting = true;
+      const bool r = cv.WaitFor(mu, absl::Milliseconds(50));
+      held_after = mu.HeldByCurrentThread();
+      result = r ? 1 : 0;
+      EXPECT_TRUE(main_released) << "returned while main held the mutex";
+      mu.Unlock();
+    });
+    ASSERT_TRUE(Eventually([&] {
+      std::lock_guard<Mutex> g(mu);
+      return waiting;
+    }));
+    mu.Lock();
+    const uint64_t timeouts_before = waiter.timeouts();
+    // The mutex is held, so the waiter is requeued onto it, not woken.
+    if (notify_all) {
+      EXPECT_EQ(cv.NotifyAll(), 1u);
+    } else {
+      EXPECT_TRUE(cv.NotifyOne());
+    }
+    // Its deadline passes while it sits in the mutex's queue.
+    ASSERT_TRUE(Eventually([&] { return waiter.timeouts() > timeouts_before; }));
+    EXPECT_EQ(result.load(), -1);
+    main_released = true;
+    mu.Unlock();
+    t.join();
+    EXPECT_TRUE(held_after);
+    EXPECT_EQ(result.load(), 1);
+    EXPECT_FALSE(cv.NotifyOne());
+    // The mutex is sound afterwards.
+    EXPECT_TRUE(mu.TryLock());
+    mu.Unlock();
+  }
+}
+
+// Many timed waiters, timeouts racing notifies and requeues.
+TEST(CondVarTest, TimeoutsRacingNotifies) {
+  Watchdog dog(absl::Seconds(120), "timeouts vs notifies");
+  constexpr int kWaiters = 8;
+  Mutex mu;
+  CondVar cv;
+  int64_t tokens = 0;  // guarded by mu
+  int64_t taken = 0;   // guarded by mu
+  std::atomic<int> inside{0}, violations{0};
+  std::atomic<bool> stop{false};
+  const int64_t produce = Scaled(100000, 2000);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      Rng rng(i + 7);
+      mu.Lock();
+      while (!stop.load(std::memory_order_relaxed) || tokens > 0) {
+        if (tokens > 0) {
+          --tokens;
+          ++taken;
+          continue;
+        }
+        if (stop.load(std::memory_order_relaxed)) break;
+        const Deadline d =
+            rng.Below(2) ? Deadline::In(absl::Microseconds(rng.Below(300)))
+                         : Deadline::Realtime(absl::Now() +
+                                              absl::Microseconds(rng.Below(300)));
+        cv.WaitUntil(mu, d);
+        if (!mu.HeldByCurrentThread()) violations.fetch_add(1);
+        if (inside.fetch_add(1) != 0) violations.fetch_add(1);
+        inside.fetch_sub(1);
+      }
+      mu.Unlock();
+    });
+  }
+  Rng rng(99);
+  for (int64_t i = 0; i < produce; ++i) {
+    const uint32_t how = rng.Below(4);
+    if (how == 0) {
+      mu.Lock();
+      ++tokens;
+      cv.NotifyAll();
+      mu.Unlock();
+    } else if (how == 1) {
+      mu.Lock();
+      ++tokens;
+      mu.Unlock();
+      cv.NotifyOne();
+    } else {
+      mu.Lock();
+      ++tokens;
+      cv.NotifyOne();
+      mu.Unlock();
+    }
+  }
+  mu.Lock();
+  stop = true;
+  cv.NotifyAll();
+  mu.Unlock();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(taken, produce);
+  EXPECT_EQ(tokens, 0);
+}
+
+// One condvar, used with one mutex, then another, then both at once.
+TEST(CondVarTest, DifferentMutexesOverTime) {
+  Watchdog dog(absl::Seconds(60), "different mutexes");
+  CondVar cv;
+  Mutex m1, m2;
+  auto run_phase = [&](std::vector<Mutex*> mus, bool notify_all) {
+    const int per = 4;
+    int waiting = 0;  // guarded by a std::mutex below
+    std::mutex count_mu;
+    std::vector<int> go(mus.size(), 0);  // go[i] guarded by *mus[i]
+    std::vector<std::thread> threads;
+    for (size_t m = 0; m < mus.size(); ++m) {
+      for (int i = 0; i < per; ++i) {
+        threads.emplace_back([&, m] {
+          mus[m]->Lock();
+          {
+            std::lock_guard<std::mutex> g(count_mu);
+            ++waiting;
+          }
+          while (!go[m]) cv.Wait(*mus[m]);
+          mus[m]->Unlock();
+        });
+      }
+    }
+    const int total = static_cast<int>(mus.size()) * per;
+    ASSERT_TRUE(Eventually([&] {
+      std::lock_guard<std::mutex> g(count_mu);
+      return waiting == total;
+    }));
+    // Each waiter queued before it released its mutex: once we have held
+    // every mutex after the count was complete, all are on the condvar.
+    for (Mutex* m : mus) {
+      m->Lock();
+      m->Unlock();
+    }
+    for (size_t m = 0; m < mus.size(); ++m) {
+      mus[m]->Lock();
+      go[m] = 1;
+      mus[m]->Unlock();
+    }
+    if (notify_all) {
+      EXPECT_EQ(cv.NotifyAll(), static_cast<size_t>(total));
+    } else {
+      for (int i = 0; i < total; ++i) EXPECT_TRUE(cv.NotifyOne());
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_FALSE(cv.NotifyOne());
+  };
+  for (int rep = 0; rep < 3; ++rep) {
+    run_phase({&m1}, true);
+    run_phase({&m2}, true);
+    run_phase({&m1}, false);
+    run_phase({&m2}, false);
+    run_phase({&m1, &m2}, true);
+    run_phase({&m1, &m2}, false);
+    run_phase({&m2}, true);
+  }
+  // Both mutexes are sound.
+  EXPECT_TRUE(m1.TryLock());
+  EXPECT_TRUE(m2.TryLock());
+  m1.Unlock();
+  m2.Unlock();
+}
+
+// Same condvar used with std::mutex (WaitAny) and parklot::Mutex (Wait) at
+// the same time: notifications still reach everybody.
+TEST(CondVarTest, WaitAndWaitAnyMixed) {
+  Watchdog dog(absl::Seconds(60), "Wait + WaitAny");
+  CondVar cv;
+  Mutex pm;
+  std::mutex sm;
+  bool go_p = false;  // guarded by pm
+  bool go_s = false;  // guarded by sm
+  std::atomic<int> waiting{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      pm.Lock();
+      waiting.fetch_add(1);
+      while (!go_p) cv.Wait(pm);
+      pm.Unlock();
+    });
+    threads.emplace_back([&] {
+      std::unique_lock<std::mutex> l(sm);
+      waiting.fetch_add(1);
+      while (!go_s) cv.WaitAny(l);
+    });
+  }
+  ASSERT_TRUE(Eventually([&] { return waiting.load() == 8; }));
+  pm.Lock();
+  go_p = true;
+  pm.Unlock();
+  {
+    std::lock_guard<std::mutex> g(sm);
+    go_s = true;
+  }
+  // Some may not be queued yet; repeat until everybody is out.
+  std::atomic<bool> done{false};
+  std::thread joiner([&] {
+    for (auto& t : threads) t.join();
+    done = true;
+  });
+  while (!done) {
+    cv.NotifyAll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  joiner.join();
+}
+
+// The condvar and the mutex live in one heap object that the last waiter
+// to return destroys, poisons and frees: the notifier, still inside its
+// notify or its unlock, must not touch either any more.
+struct Rendezvous {
+  Mutex mu;
+  CondVar cv;
+  int waiting = 0;  // guarded by mu
+  int left = 0;     // guarded by mu
+  bool go = false;  // guarded by mu
+};
+
+TEST(CondVarTest, DestroyedAndPoisonedRightAfterLastWaiterReturns) {
+  Watchdog dog(absl::Seconds(240), "destroy after last waiter");
+  constexpr int kWaiters = 3;
+  const int rounds = static_cast<int>(Scaled(20000, 500));
+  std::atomic<Rendezvous*> current{nullptr};
+  std::atomic<int> published{-1};  // the round `current` belongs to
+  std::atomic<int> finished{0};    // participants done, over all rounds
+  std::atomic<bool> stop{false};
+  // Returns the next round's object, or nullptr once stopped.
+  auto next = [&](int round) -> Rendezvous* {
+    while (published.load() < round) {
+      if (stop.load()) return nullptr;
+      std::this_thread::yield();
+    }
+    return current.load();
+  };
+  std::vector<std::thread> threads;
+  // Waiters: the last to leave frees the object.
+  for (int w = 0; w < kWaiters; ++w) {
+    threads.emplace_back([&, w] {
+      Rng rng(w + 3);
+      for (int round = 0;; ++round) {
+        Rendezvous* r = next(round);
+        if (r == nullptr) return;
+        r->mu.Lock();
+        ++r->waiting;
+        while (!r->go) {
+          if (rng.Below(4) == 0) {
+            r->cv.WaitFor(r->mu, absl::Microseconds(rng.Below(200)));
+          } else {
+            r->cv.Wait(r->mu);
+          }
+        }
+        // Pass the wake-up on (for NotifyOne rounds).
+        r->cv.NotifyOne();
+        const bool last = --r->left == 0;
+        r->mu.Unlock();
+        if (last) DestroyPoisonFree(r);
+        finished.fetch_add(1);
+      }
+    });
+  }
+  // The notifier.
+  threads.emplace_back([&] {
+    for (int round = 0;; ++round) {
+      Rendezvous* r = next(round);
+      if (r == nullptr) return;
+      // Half of the rounds, notify only once every waiter is parked.
+      const bool wait_all = round % 2 == 0;
+      for (;;) {
+        r->mu.Lock();
+        if (!wait_all || r->waiting == kWaiters) break;
+        r->mu.Unlock();
+        std::this_thread::yield();
+      }
+      r->go = true;
+      if (round % 4 < 2) {
+        r->cv.NotifyAll();
+      } else {
+        r->cv.NotifyOne();
+      }
+      // From here the waiters may free *r as soon as we release it.
+      if (round % 3 == 0) {
+        r->mu.UnlockFair();
+      } else {
+        r->mu.Unlock();
+      }
+      finished.fetch_add(1);
+    }
+  });
+  for (int round = 0; round < rounds; ++round) {
+    Rendezvous* r = MallocNew<Rendezvous>();
+    r->left = kWaiters;
+    current.store(r);
+    published.store(round);
+    ASSERT_TRUE(Eventually(
+        [&] { return finished.load() == (round + 1) * (kWaiters + 1); },
+        absl::Seconds(60)))
+        << "round " << round;
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace
+}  // namespace parklot
