@@ -87,7 +87,11 @@ void ReleaseChain(Waiter* chain, UnparkToken token, WakeList* wakes) {
 }
 
 bool Fair(Bucket* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
-  return b->FairTimeoutExpired(MonotonicNanos(), GetConfig().fair_mean_ns);
+  const int64_t mean = GetConfig().fair_mean_ns;
+  // fair_mean_ns 0 means "always fair" (config.h), the first unpark from a
+  // bucket included, whose never-armed timer would report false.
+  if (mean <= 0) return true;
+  return b->FairTimeoutExpired(MonotonicNanos(), mean);
 }
 
 }  // namespace

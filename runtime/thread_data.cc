@@ -62,12 +62,19 @@ void* MapZeroed(size_t bytes) {
 
 void OnThreadExit(void* arg);
 
+// The live threads' data, by slot, for the statistics snapshot. Mapped in
+// InitOnce, so every reader sees it through g_init's release/acquire pair
+// (a lazy map at first registration was read outside the lock: a data race).
+std::atomic<ThreadData*>* g_by_slot = nullptr;
+
 void InitOnce() {
   int expected = 0;
   if (g_init.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
     Registry* r = new (g_registry_storage) Registry();
     r->free_stack = static_cast<uint32_t*>(MapZeroed(kMaxSlots * 4));
     r->states = static_cast<std::atomic<uint8_t>*>(MapZeroed(kMaxSlots));
+    g_by_slot = static_cast<std::atomic<ThreadData*>*>(
+        MapZeroed(kMaxSlots * sizeof(std::atomic<ThreadData*>)));
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) == 0) {
       r->cpus = CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
@@ -91,9 +98,6 @@ void AddCounters(Stats* s, const ThreadCounters& c) {
   s->spin_acquired += c.spin_acquired.load(std::memory_order_relaxed);
   s->handoffs += c.handoffs.load(std::memory_order_relaxed);
 }
-
-// The live threads' data, by slot, for the statistics snapshot.
-std::atomic<ThreadData*>* g_by_slot = nullptr;
 
 void OnThreadExit(void*) {
   Registry& r = Reg();
@@ -162,18 +166,6 @@ BucketTable& GlobalTable() {
 ThreadData* internal::RegisterCurrentThread() {
   BucketTable& table = GlobalTable();
   Registry& r = Reg();
-  if (g_by_slot == nullptr) {
-    // Benign race: first registrations may map twice; keep one.
-    auto* m = static_cast<std::atomic<ThreadData*>*>(
-        MapZeroed(kMaxSlots * sizeof(std::atomic<ThreadData*>)));
-    r.lock.Lock();
-    if (g_by_slot == nullptr) {
-      g_by_slot = m;
-      m = nullptr;
-    }
-    r.lock.Unlock();
-    if (m) munmap(m, kMaxSlots * sizeof(std::atomic<ThreadData*>));
-  }
   ThreadData* td = &t_data;
   r.lock.Lock();
   uint32_t slot = kNoSlot;
@@ -187,10 +179,12 @@ ThreadData* internal::RegisterCurrentThread() {
   }
   td->slot = slot;
   g_by_slot[slot].store(td, std::memory_order_relaxed);
-  r.lock.Unlock();
+  // Under the lock: a load-compare-store outside it could let a smaller
+  // slot overwrite a larger one, hiding a live thread from GetStats.
   if (slot > r.highest.load(std::memory_order_relaxed)) {
     r.highest.store(slot, std::memory_order_relaxed);
   }
+  r.lock.Unlock();
   r.registered.fetch_add(1, std::memory_order_relaxed);
   const size_t live = r.live.fetch_add(1, std::memory_order_relaxed) + 1;
   // pthread_setspecific for a low key uses the thread's static block: no

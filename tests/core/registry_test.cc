@@ -1,0 +1,199 @@
+// The thread registry: a thread is counted live at its first use of the
+// lot and released at exit; slot ids are distinct among live threads and
+// recycled, so a process that keeps creating short-lived threads keeps a
+// bounded registry, table and memory.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "runtime/parking_lot.h"
+#include "runtime/thread_data.h"
+#include "tests/core/parked_thread.h"
+#include "tests/core/test_support.h"
+#include "tests/util/watchdog.h"
+
+namespace parklot {
+namespace {
+
+using coretest::ParkedThread;
+using coretest::SmallThread;
+using coretest::WaitFor;
+
+const absl::Duration kWatch = coretest::WatchdogLimit(absl::Seconds(180));
+
+class Registry : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The test's own thread registers first (it unparks), so that the
+    // baselines below only move with the threads the test starts.
+    CurrentThreadData();
+    base_live_ = registry::LiveThreads();
+    base_registered_ = registry::ThreadsRegistered();
+  }
+  size_t base_live_ = 0;
+  uint64_t base_registered_ = 0;
+};
+
+TEST_F(Registry, CountedAtFirstUseAndReleasedAtExit) {
+  testing::Watchdog wd(kWatch, "CountedAtFirstUse");
+  uint32_t slot = kNoSlot;
+  std::thread t([&] {
+    // Not yet known to the lot.
+    EXPECT_EQ(CurrentThreadDataIfAny(), nullptr);
+    EXPECT_EQ(registry::LiveThreads(), base_live_);
+    int key;
+    EXPECT_TRUE(Park(KeyOf(&key), [] { return false; }).invalid());
+    ASSERT_NE(CurrentThreadDataIfAny(), nullptr);
+    EXPECT_EQ(CurrentThreadDataIfAny(), CurrentThreadData());
+    slot = CurrentSlot();
+    EXPECT_NE(slot, kNoSlot);
+    EXPECT_LE(slot, registry::HighestSlot());
+    EXPECT_EQ(registry::LiveThreads(), base_live_ + 1);
+    EXPECT_EQ(registry::ThreadsRegistered(), base_registered_ + 1);
+    // Later uses do not count the thread again.
+    EXPECT_TRUE(Park(KeyOf(&key), [] { return false; }).invalid());
+    EXPECT_EQ(CurrentSlot(), slot);
+    EXPECT_EQ(registry::LiveThreads(), base_live_ + 1);
+  });
+  t.join();
+  // Thread exit (its TSD destructor, run before join returns) released it.
+  EXPECT_EQ(registry::LiveThreads(), base_live_);
+  EXPECT_EQ(registry::ThreadsRegistered(), base_registered_ + 1);
+  EXPECT_EQ(registry::StateOf(slot), ThreadState::kRunning);
+}
+
+TEST_F(Registry, UnparkersAreRegisteredToo) {
+  std::thread t([&] {
+    int key;
+    UnparkOne(KeyOf(&key), [](UnparkResult) { return kDefaultUnparkToken; });
+    EXPECT_NE(CurrentThreadDataIfAny(), nullptr);
+    EXPECT_EQ(registry::LiveThreads(), base_live_ + 1);
+  });
+  t.join();
+  EXPECT_EQ(registry::LiveThreads(), base_live_);
+}
+
+TEST_F(Registry, StateFollowsParkAndUnpark) {
+  testing::Watchdog wd(kWatch, "StateFollowsPark");
+  EXPECT_EQ(registry::StateOf(kNoSlot), ThreadState::kRunning);
+  EXPECT_EQ(registry::StateOf(0xFFFFFFFFu), ThreadState::kRunning);
+  const size_t parked_before = registry::ParkedThreads();
+  int key;
+  ParkedThread t(KeyOf(&key));
+  ASSERT_TRUE(t.AwaitEnqueued());
+  const uint32_t slot = t.data()->slot;
+  // Published after before_sleep, so wait for it.
+  ASSERT_TRUE(WaitFor(
+      [&] { return registry::StateOf(slot) == ThreadState::kParked; }));
+  EXPECT_EQ(registry::ParkedThreads(), parked_before + 1);
+  EXPECT_EQ(UnparkAll(KeyOf(&key)), 1u);
+  t.Join();
+  EXPECT_EQ(registry::StateOf(slot), ThreadState::kRunning);
+  EXPECT_EQ(registry::ParkedThreads(), parked_before);
+}
+
+// Runs `n` threads that are all registered and alive at the same time
+// (each also does a timed park and an unpark), and returns their slots.
+std::vector<uint32_t> RunBatch(int n, size_t expect_live) {
+  std::atomic<int> registered{0};
+  absl::Notification leave;
+  std::vector<uint32_t> slots(n);
+  std::vector<SmallThread> threads(n);
+  for (int i = 0; i < n; ++i) {
+    threads[i].Start([&, i] {
+      int key;
+      // Registers, queues and dequeues itself.
+      const ParkResult r = Park(
+          KeyOf(&key), [] { return true; }, [] {}, [](uintptr_t, bool) {}, 0,
+          Deadline::In(absl::ZeroDuration()));
+      EXPECT_TRUE(r.timed_out());
+      UnparkOne(KeyOf(&key), [](UnparkResult) { return kDefaultUnparkToken; });
+      slots[i] = CurrentSlot();
+      registered.fetch_add(1);
+      leave.WaitForNotification();
+    });
+  }
+  EXPECT_TRUE(WaitFor([&] { return registered.load() == n; }));
+  EXPECT_EQ(registry::LiveThreads(), expect_live);
+  leave.Notify();
+  for (auto& t : threads) t.Join();
+  return slots;
+}
+
+TEST_F(Registry, ExitFreesSlotsForReuse) {
+  testing::Watchdog wd(kWatch, "ExitFreesSlotsForReuse");
+  constexpr int kBatch = 32;
+  const auto first = RunBatch(kBatch, base_live_ + kBatch);
+  EXPECT_EQ(registry::LiveThreads(), base_live_);
+  // Distinct while alive together.
+  EXPECT_EQ(std::set<uint32_t>(first.begin(), first.end()).size(),
+            static_cast<size_t>(kBatch));
+  const uint32_t highest = registry::HighestSlot();
+  for (uint32_t s : first) {
+    EXPECT_NE(s, kNoSlot);
+    EXPECT_LE(s, highest);
+  }
+  // A second batch of the same size reuses freed slots: no new ones.
+  const auto second = RunBatch(kBatch, base_live_ + kBatch);
+  EXPECT_EQ(registry::HighestSlot(), highest);
+  for (uint32_t s : second) EXPECT_LE(s, highest);
+  EXPECT_EQ(std::set<uint32_t>(second.begin(), second.end()).size(),
+            static_cast<size_t>(kBatch));
+  EXPECT_EQ(registry::ThreadsRegistered(), base_registered_ + 2 * kBatch);
+}
+
+// Resident set size in bytes, from /proc/self/statm.
+size_t ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// 10,000 short-lived threads in sequential batches: slots are recycled (the
+// highest slot never moves after the first batch), the live count returns
+// to its baseline, the table does not grow past what one batch needs, and
+// (outside sanitizers, whose allocators keep memory on purpose) the RSS
+// stays flat.
+TEST_F(Registry, TenThousandShortLivedThreadsStayBounded) {
+  testing::Watchdog wd(kWatch, "TenThousandShortLivedThreads");
+  constexpr int kBatch = 50;
+  constexpr int kTotal = 10000;
+  RunBatch(kBatch, base_live_ + kBatch);
+  const uint32_t highest = registry::HighestSlot();
+  const size_t buckets = GlobalTable().bucket_count();
+  size_t rss_warm = 0;
+  for (int done = kBatch; done < kTotal; done += kBatch) {
+    RunBatch(kBatch, base_live_ + kBatch);
+    if (done == 20 * kBatch) rss_warm = ResidentBytes();
+    ASSERT_EQ(registry::HighestSlot(), highest) << "after " << done;
+  }
+  const size_t rss_end = ResidentBytes();
+  EXPECT_EQ(registry::LiveThreads(), base_live_);
+  EXPECT_EQ(registry::ThreadsRegistered(), base_registered_ + kTotal);
+  EXPECT_EQ(GlobalTable().bucket_count(), buckets);
+  RecordProperty("rss_warm_kib", static_cast<int>(rss_warm >> 10));
+  RecordProperty("rss_end_kib", static_cast<int>(rss_end >> 10));
+  if (!coretest::kSanitized) {
+    ASSERT_GT(rss_warm, 0u);
+    // 9,000 more threads after warm-up: a per-thread leak of even one
+    // page would add 36 MiB.
+    EXPECT_LT(rss_end, rss_warm + (16u << 20))
+        << "RSS grew from " << (rss_warm >> 10) << " KiB to "
+        << (rss_end >> 10) << " KiB";
+  }
+}
+
+}  // namespace
+}  // namespace parklot
