@@ -21,22 +21,28 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
   // Thread cancellation (the shim makes this a cancellation point): POSIX
   // wants the mutex held again before cleanup handlers run, and a
   // notification this waiter consumed passed on to another.
+  // A waiter has consumed a notification if it was unparked, or if a
+  // notify requeued it onto the mutex (then Park's unwinding, like a
+  // timeout, reports the mutex's key and sets `requeued`), whether or not
+  // the mutex's unlock had woken it yet.
   struct UnwindGuard {
     std::atomic<uintptr_t>* cv;
     std::atomic<uint32_t>* mutex_word;
     std::atomic<int32_t>* mutex_ema;
+    const bool* requeued;
     bool armed = true;
     ~UnwindGuard() {
       if (!armed) return;
       const ThreadData* td = CurrentThreadData();
-      if (td->unwound_unparked && td->unwound_token == MutexCore::kHandoffToken) {
+      if (td->unwound_unparked &&
+          td->unwound_token == MutexCore::kHandoffToken) {
         MutexCore::TakeHandoff(mutex_word);
-        return;
+      } else {
+        MutexCore::Lock(mutex_word, mutex_ema);
       }
-      if (td->unwound_unparked) NotifyOne(cv);
-      MutexCore::Lock(mutex_word, mutex_ema);
+      if (td->unwound_unparked || *requeued) NotifyOne(cv);
     }
-  } guard{cv, mutex_word, mutex_ema};
+  } guard{cv, mutex_word, mutex_ema, &requeued};
   const ParkResult r = Park(
       KeyOf(cv),
       [cv, mine] {

@@ -4,10 +4,13 @@
 // with different mutexes, and destruction right after the last waiter.
 #include "sync/condvar.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -17,6 +20,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "runtime/deadline.h"
+#include "runtime/parking_lot.h"
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
 #include "sync/mutex.h"
@@ -593,6 +597,95 @@ TEST(CondVarTest, WaitAndWaitAnyMixed) {
   joiner.join();
 }
 
+// Thread cancellation (the shim makes Wait a cancellation point through
+// CancellationPoint): a waiter cancelled after a NotifyOne moved it onto the
+// mutex's queue had consumed that notification; POSIX says a cancelled
+// waiter must not consume a signal while others are blocked, so it has to
+// pass it on. Before the fix only a waiter already unparked passed it on,
+// and the second waiter here slept forever.
+struct CancelCtx {
+  Mutex* mu;
+  CondVar* cv;
+  ThreadRef* ref;
+  int* waiting;  // guarded by *mu
+  bool* go;      // guarded by *mu
+  std::atomic<bool>* relocked_on_unwind;
+};
+
+void* CancellableWaiter(void* arg) {
+  auto* c = static_cast<CancelCtx*>(arg);
+  c->ref->Publish();
+  CancellationPoint cancellation_point;
+  c->mu->Lock();
+  // Runs during the cancellation's unwinding: the mutex must be held again.
+  struct Unlocker {
+    CancelCtx* c;
+    ~Unlocker() {
+      c->relocked_on_unwind->store(c->mu->HeldByCurrentThread());
+      c->mu->Unlock();
+    }
+  } unlocker{c};
+  ++*c->waiting;
+  while (!*c->go) c->cv->Wait(*c->mu);
+  return nullptr;
+}
+
+TEST(CondVarTest, CancelledWhileRequeuedPassesTheNotificationOn) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support pthread_cancel's unwind";
+#endif
+  Watchdog dog(absl::Seconds(60), "cancelled while requeued");
+  Mutex mu;
+  CondVar cv;
+  ThreadRef victim_ref;
+  int waiting = 0;  // guarded by mu
+  bool go = false;  // guarded by mu
+  std::atomic<bool> relocked{false};
+  CancelCtx ctx{&mu, &cv, &victim_ref, &waiting, &go, &relocked};
+  pthread_t victim;
+  ASSERT_EQ(pthread_create(&victim, nullptr, CancellableWaiter, &ctx), 0);
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<Mutex> g(mu);
+    return waiting == 1;
+  }));
+  // The second waiter queues behind the victim.
+  std::atomic<bool> second_done{false};
+  std::thread second([&] {
+    mu.Lock();
+    ++waiting;
+    while (!go) cv.Wait(mu);
+    mu.Unlock();
+    second_done = true;
+  });
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<Mutex> g(mu);
+    return waiting == 2;
+  }));
+  mu.Lock();
+  go = true;
+  // Held mutex: the victim (first in line) is requeued onto it, not woken.
+  ASSERT_TRUE(cv.NotifyOne());
+  const uint64_t parks_before = victim_ref.parks();
+  ASSERT_EQ(pthread_cancel(victim), 0);
+  // The victim leaves the mutex's queue and parks again in the mutex's
+  // Lock (to hold it before its cleanups run), while we still hold it.
+  ASSERT_TRUE(Eventually(
+      [&] { return victim_ref.parks() > parks_before && victim_ref.parked(); }));
+  mu.Unlock();
+  void* result = nullptr;
+  ASSERT_EQ(pthread_join(victim, &result), 0);
+  EXPECT_EQ(result, PTHREAD_CANCELED);
+  EXPECT_TRUE(relocked.load());
+  // The notification the victim consumed reaches the second waiter.
+  const bool woke = Eventually([&] { return second_done.load(); });
+  EXPECT_TRUE(woke) << "the cancelled waiter swallowed the notification";
+  if (!woke) {
+    std::lock_guard<Mutex> g(mu);
+    cv.NotifyAll();
+  }
+  second.join();
+}
+
 // The condvar and the mutex live in one heap object that the last waiter
 // to return destroys, poisons and frees: the notifier, still inside its
 // notify or its unlock, must not touch either any more.
@@ -621,6 +714,7 @@ TEST(CondVarTest, DestroyedAndPoisonedRightAfterLastWaiterReturns) {
     return current.load();
   };
   std::vector<std::thread> threads;
+  ThreadRef refs[kWaiters + 1];
   // Waiters: the last to leave frees the object.
   for (int w = 0; w < kWaiters; ++w) {
     threads.emplace_back([&, w] {
@@ -629,6 +723,7 @@ TEST(CondVarTest, DestroyedAndPoisonedRightAfterLastWaiterReturns) {
         Rendezvous* r = next(round);
         if (r == nullptr) return;
         r->mu.Lock();
+        if (!refs[w].published()) refs[w].Publish();
         ++r->waiting;
         while (!r->go) {
           if (rng.Below(4) == 0) {
@@ -655,6 +750,7 @@ TEST(CondVarTest, DestroyedAndPoisonedRightAfterLastWaiterReturns) {
       const bool wait_all = round % 2 == 0;
       for (;;) {
         r->mu.Lock();
+        if (!refs[kWaiters].published()) refs[kWaiters].Publish();
         if (!wait_all || r->waiting == kWaiters) break;
         r->mu.Unlock();
         std::this_thread::yield();
@@ -679,10 +775,37 @@ TEST(CondVarTest, DestroyedAndPoisonedRightAfterLastWaiterReturns) {
     r->left = kWaiters;
     current.store(r);
     published.store(round);
-    ASSERT_TRUE(Eventually(
-        [&] { return finished.load() == (round + 1) * (kWaiters + 1); },
-        absl::Seconds(60)))
-        << "round " << round;
+    if (!Eventually(
+            [&] { return finished.load() == (round + 1) * (kWaiters + 1); },
+            absl::Seconds(60))) {
+      // Nobody freed r yet (not everyone finished): show its state.
+      uint32_t word;
+      std::memcpy(&word, &r->mu, sizeof(word));
+      uintptr_t cvword;
+      std::memcpy(&cvword, &r->cv, sizeof(cvword));
+      std::fprintf(stderr, "mutex word %#x (mutex at %p), cv word %#lx\n",
+                   word, static_cast<void*>(&r->mu),
+                   static_cast<unsigned long>(cvword));
+      for (int i = 0; i <= kWaiters; ++i) {
+        if (!refs[i].published()) {
+          std::fprintf(stderr, "thread %d: not yet published\n", i);
+          continue;
+        }
+        std::fprintf(stderr, "thread %d (%s): slot %u parked %d, parks %llu\n",
+                     i, i == kWaiters ? "notifier" : "waiter",
+                     refs[i].td()->slot, refs[i].parked() ? 1 : 0,
+                     static_cast<unsigned long long>(refs[i].parks()));
+      }
+      const bool free = r->mu.TryLock();
+      std::fprintf(stderr,
+                   "HANG in round %d (finished %d of %d): mutex %s, waiting %d, "
+                   "left %d, go %d, cv NotifyOne -> %d\n%s\n",
+                   round, finished.load() - round * (kWaiters + 1),
+                   kWaiters + 1, free ? "free" : "held", r->waiting, r->left,
+                   r->go ? 1 : 0, free ? static_cast<int>(r->cv.NotifyOne()) : -1,
+                   FormatStats(GetStats()).c_str());
+      std::abort();
+    }
   }
   stop = true;
   for (auto& t : threads) t.join();
