@@ -1,0 +1,71 @@
+#include "sync/barrier.h"
+
+#include "runtime/parking_lot.h"
+
+namespace parklot {
+
+bool Barrier::Wait() {
+  const uintptr_t key = KeyOf(&word_);
+  for (;;) {
+    // acq_rel: publish this thread's writes to the last arrival (release),
+    // and, for the last arrival, see everyone's (the arrivals form a
+    // release sequence on the word).
+    const uint64_t w = word_.fetch_add(1, std::memory_order_acq_rel);
+    const uint32_t generation = static_cast<uint32_t>(w >> 32);
+    const uint32_t arrived = static_cast<uint32_t>(w) + 1;
+    if (arrived == count_) {
+      // Last one. The others of this cycle now count as "on their way
+      // out" until each has left (Exit), so that a destroyer waits for
+      // them. Every other arrival of this cycle is waiting, so a plain
+      // store starts the next cycle; after it only the parking lot is
+      // touched.
+      if (count_ > 1) exits_.fetch_add(count_ - 1, std::memory_order_relaxed);
+      word_.store(uint64_t{generation + 1u} << 32, std::memory_order_release);
+      UnparkAll(key);
+      return true;
+    }
+    auto released = [this, generation] {
+      return static_cast<uint32_t>(word_.load(std::memory_order_acquire) >>
+                                   32) != generation;
+    };
+    while (!released()) {
+      Park(key, [&] { return !released(); });
+    }
+    if (arrived < count_) {
+      Exit();
+      return false;
+    }
+    // More than `count` threads arrived in one cycle: the store that ended
+    // it discarded this surplus arrival. Arrive again in the new cycle.
+  }
+}
+
+void Barrier::Exit() {
+  const uintptr_t exit_key = KeyOf(&exits_);
+  // The last access to the barrier: after it a destroyer may free it.
+  const uint32_t e = exits_.fetch_sub(1, std::memory_order_release);
+  if ((e & kExitMask) == 1 && (e & kExitWaiter)) UnparkAll(exit_key);
+}
+
+void Barrier::WaitForExits() {
+  const uintptr_t exit_key = KeyOf(&exits_);
+  uint32_t e = exits_.load(std::memory_order_acquire);
+  while ((e & kExitMask) != 0) {
+    if (!(e & kExitWaiter)) {
+      if (!exits_.compare_exchange_weak(e, e | kExitWaiter,
+                                        std::memory_order_acquire,
+                                        std::memory_order_acquire)) {
+        continue;
+      }
+    }
+    Park(exit_key, [this] {
+      const uint32_t v = exits_.load(std::memory_order_relaxed);
+      return (v & kExitMask) != 0 && (v & kExitWaiter);
+    });
+    e = exits_.load(std::memory_order_acquire);
+  }
+  // Clear the flag for a barrier that goes on being used (in-place).
+  exits_.fetch_and(kExitMask, std::memory_order_relaxed);
+}
+
+}  // namespace parklot

@@ -1,0 +1,88 @@
+// parklot::Once: run an initialization exactly once (std::call_once,
+// pthread_once, absl::call_once semantics) in 4 bytes.
+//
+// The first caller runs the function; concurrent callers park on the Once's
+// address until it finishes, then return without running it. If the
+// function exits by an exception, or by a forced unwind (pthread_cancel,
+// pthread_exit: the unwinder runs destructors), the Once returns to "not
+// run" and every parked caller is woken; the first to get there runs its
+// function, as std::call_once ([thread.once.callonce]: an "exceptional
+// execution" is not a returning one) and POSIX pthread_once (a cancelled
+// init routine leaves once_control as if never called) require.
+//
+// Zero-filled memory is a fresh Once (PTHREAD_ONCE_INIT is 0), so the shim
+// can use it in place inside a pthread_once_t.
+#ifndef PARKLOT_SYNC_ONCE_H_
+#define PARKLOT_SYNC_ONCE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+#include "absl/functional/function_ref.h"
+
+namespace parklot {
+
+// Thread-safe: any number of threads may call Call() concurrently. Calling
+// Call() on the same Once from inside its own function deadlocks (as with
+// std::call_once, where it is undefined). No heap allocation; waiters never
+// spin, they park at once.
+//
+// Destruction: once every caller that waited has returned, the Once may be
+// destroyed even while the thread that ran the function is still inside
+// Call(): after publishing "done" it touches only the parking lot (DESIGN.md
+// invariant 2). A word holding a value this class never writes (corrupt
+// memory) is treated as "running" and waited on.
+class Once {
+ public:
+  // The word's states.
+  static constexpr uint32_t kNotRun = 0;
+  static constexpr uint32_t kRunning = 1;
+  static constexpr uint32_t kRunningWithWaiters = 2;
+  static constexpr uint32_t kDone = 3;
+
+  constexpr Once() = default;
+  Once(const Once&) = delete;
+  Once& operator=(const Once&) = delete;
+
+  // Calls std::invoke(f, args...) if no call on this Once has completed;
+  // returns once some call has completed (normally). Every write made by
+  // the completed call happens-before the return of every Call() (acquire/
+  // release). If `f` throws, the exception propagates to this caller and
+  // the Once stays not-run, so a later (or a parked concurrent) call runs
+  // its function. Done fast path: one acquire load.
+  template <typename F, typename... Args>
+  void Call(F&& f, Args&&... args) {
+    if (__builtin_expect(word_.load(std::memory_order_acquire) == kDone, 1)) {
+      return;
+    }
+    auto thunk = [&] {
+      std::invoke(std::forward<F>(f), std::forward<Args>(args)...);
+    };
+    CallSlow(thunk);
+  }
+
+  // The non-template core (for the shim's pthread_once): as Call(f).
+  void CallSlow(absl::FunctionRef<void()> f);
+
+  // True once a call has completed. Acquire: the init's writes are visible
+  // to a caller that sees true.
+  bool done() const { return word_.load(std::memory_order_acquire) == kDone; }
+
+  // The state word, for the shim and tests.
+  std::atomic<uint32_t>* word() { return &word_; }
+
+ private:
+  std::atomic<uint32_t> word_{kNotRun};
+};
+
+// std::call_once-style spelling.
+template <typename F, typename... Args>
+void CallOnce(Once& once, F&& f, Args&&... args) {
+  once.Call(std::forward<F>(f), std::forward<Args>(args)...);
+}
+
+}  // namespace parklot
+
+#endif  // PARKLOT_SYNC_ONCE_H_

@@ -1,0 +1,431 @@
+#include "sync/shared_mutex.h"
+
+#include <cerrno>
+
+#include "absl/base/internal/raw_logging.h"
+#include "runtime/spin.h"
+
+namespace parklot {
+namespace {
+
+using Core = SharedMutexCore;
+
+// Unpark tokens. 0 (what any stray or generic unpark delivers) means
+// "re-check the word"; the others tell the woken thread it was handed the
+// lock.
+constexpr UnparkToken kTokenRetry = 0;
+constexpr UnparkToken kTokenShared = 1;     // you hold a read lock
+constexpr UnparkToken kTokenExclusive = 2;  // you hold the write lock
+
+// Park tokens: bit 0 is set for writers, the rest is the parker's slot (so
+// that an unlocker can hand the lock to a writer with its owner field).
+ParkToken MakeParkToken(bool writer, uint32_t slot) {
+  return (ParkToken{slot} << 1) | (writer ? 1 : 0);
+}
+bool IsWriterToken(ParkToken t) { return t & 1; }
+uint32_t SlotOfToken(ParkToken t) { return static_cast<uint32_t>(t >> 1); }
+
+// Threads waiting to acquire (readers and writers) park on the word's
+// address; a pending writer waiting for readers to drain parks on the next
+// byte's address. Both are inside the lock object, so no other object can
+// use them as keys.
+uintptr_t KeyOf(const std::atomic<uint64_t>* word) {
+  return reinterpret_cast<uintptr_t>(word);
+}
+uintptr_t DrainKeyOf(const std::atomic<uint64_t>* word) {
+  return reinterpret_cast<uintptr_t>(word) + 1;
+}
+
+void CountSpin(bool acquired) {
+  if (ThreadData* td = CurrentThreadDataIfAny()) {
+    td->counters.Bump(td->counters.spins);
+    if (acquired) td->counters.Bump(td->counters.spin_acquired);
+  }
+}
+
+void CountHandoff() {
+  if (ThreadData* td = CurrentThreadDataIfAny()) {
+    td->counters.Bump(td->counters.handoffs);
+  }
+}
+
+// Spins while `blocked(word)` holds and spinning can pay (owner-aware,
+// adaptive budget). Returns true if the word became unblocked.
+template <typename Blocked>
+bool SpinWhile(std::atomic<uint64_t>* word, std::atomic<int32_t>* ema,
+               Blocked blocked) {
+  const int budget = SpinBudget(ema->load(std::memory_order_relaxed));
+  if (budget <= 0) return false;
+  for (int round = 0; round < budget; ++round) {
+    const uint64_t w = word->load(std::memory_order_relaxed);
+    if (!blocked(w)) {
+      UpdateSpinEma(ema, round);
+      CountSpin(true);
+      return true;
+    }
+    // The writer in the way is parked or the CPUs are oversubscribed:
+    // spinning cannot pay.
+    if (!ShouldSpin(Core::OwnerOf(w))) return false;
+    SpinRound(round);
+  }
+  UpdateSpinEma(ema, budget + 1);
+  CountSpin(false);
+  return false;
+}
+
+// A thread that times out of a park on the acquire key clears the parked
+// bit if it was the last one there (under the bucket lock, so no parker can
+// be missed: parkers set the bit and validate it under the same lock).
+void ClearParkedIfLast(std::atomic<uint64_t>* word, bool was_last) {
+  if (was_last) word->fetch_and(~Core::kParked, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+int SharedMutexCore::TryLock(std::atomic<uint64_t>* word) {
+  const uint64_t me = OwnerBits(CurrentSlot());
+  uint64_t w = word->load(std::memory_order_relaxed);
+  while (!(w & kWriter) && ReadersOf(w) == 0) {
+    if (word->compare_exchange_weak(w, w | me, std::memory_order_acquire,
+                                    std::memory_order_relaxed)) {
+      return 0;
+    }
+  }
+  return EBUSY;
+}
+
+int SharedMutexCore::TryLockShared(std::atomic<uint64_t>* word) {
+  uint64_t w = word->load(std::memory_order_relaxed);
+  while (!(w & kWriter)) {
+    if (ReadersOf(w) >= kMaxReaders) return EAGAIN;
+    if (word->compare_exchange_weak(w, w + kOneReader,
+                                    std::memory_order_acquire,
+                                    std::memory_order_relaxed)) {
+      return 0;
+    }
+  }
+  return EBUSY;
+}
+
+int SharedMutexCore::LockSlow(std::atomic<uint64_t>* word,
+                              std::atomic<int32_t>* ema, Kind kind,
+                              const Deadline& deadline) {
+  const uint32_t self = CurrentSlot();
+  const uint64_t me = OwnerBits(self);
+  // What keeps this writer out: with kPreferWriter only another writer
+  // (readers inside are waited out after claiming); with kPreferReader any
+  // holder.
+  auto blocked = [kind](uint64_t w) {
+    return (w & kWriter) ||
+           (kind == Kind::kPreferReader && ReadersOf(w) != 0);
+  };
+  bool spun = false;
+  for (;;) {
+    uint64_t w = word->load(std::memory_order_relaxed);
+    if (!blocked(w)) {
+      // Free of writers. Take it (no readers), or claim it as the pending
+      // writer and wait for the readers inside to leave.
+      if (word->compare_exchange_weak(w, w | me, std::memory_order_acquire,
+                                      std::memory_order_relaxed)) {
+        if (ReadersOf(w) == 0) return 0;
+        return WaitForReaders(word, ema, self, deadline);
+      }
+      continue;
+    }
+    if (!spun) {
+      spun = true;
+      if (SpinWhile(word, ema, blocked)) continue;
+    }
+    if (!(w & kParked)) {
+      if (!word->compare_exchange_weak(w, w | kParked,
+                                       std::memory_order_relaxed,
+                                       std::memory_order_relaxed)) {
+        continue;
+      }
+    }
+    const ParkResult r = Park(
+        KeyOf(word),
+        [&] {
+          const uint64_t v = word->load(std::memory_order_relaxed);
+          return blocked(v) && (v & kParked);
+        },
+        [] {},
+        [word](uintptr_t, bool was_last) { ClearParkedIfLast(word, was_last); },
+        MakeParkToken(true, self), deadline);
+    if (r.unparked() && r.token == kTokenExclusive) {
+      // Handed over with our slot in the owner field.
+      (void)word->load(std::memory_order_acquire);
+      return 0;
+    }
+    if (r.timed_out()) {
+      // POSIX: a timed lock that could be taken at once succeeds anyway.
+      w = word->load(std::memory_order_relaxed);
+      while (!(w & kWriter) && ReadersOf(w) == 0) {
+        if (word->compare_exchange_weak(w, w | me, std::memory_order_acquire,
+                                        std::memory_order_relaxed)) {
+          return 0;
+        }
+      }
+      return ETIMEDOUT;
+    }
+  }
+}
+
+// The caller has claimed the writer bit while readers were inside; new
+// readers now block. Waits for the readers to leave (the last one hands the
+// lock over) or for the deadline (then withdraws the claim and wakes
+// whoever it kept out).
+int SharedMutexCore::WaitForReaders(std::atomic<uint64_t>* word,
+                                    std::atomic<int32_t>* ema, uint32_t self,
+                                    const Deadline& deadline) {
+  const uint64_t me = OwnerBits(self);
+  auto readers_inside = [](uint64_t w) { return ReadersOf(w) != 0; };
+  bool spun = false;
+  for (;;) {
+    uint64_t w = word->load(std::memory_order_acquire);
+    if (ReadersOf(w) == 0) break;
+    if (!spun) {
+      spun = true;
+      if (SpinWhile(word, ema, readers_inside)) continue;
+    }
+    // Only the pending writer sets or clears kWriterParked.
+    if (!(w & kWriterParked)) {
+      word->fetch_or(kWriterParked, std::memory_order_relaxed);
+    }
+    const ParkResult r = Park(
+        DrainKeyOf(word),
+        [&] { return ReadersOf(word->load(std::memory_order_relaxed)) != 0; },
+        [] {}, [](uintptr_t, bool) {}, MakeParkToken(true, self), deadline);
+    if (r.timed_out()) {
+      // Out of the drain queue (under its bucket lock), so no reader will
+      // hand over to us any more.
+      word->fetch_and(~kWriterParked, std::memory_order_relaxed);
+      w = word->load(std::memory_order_acquire);
+      for (;;) {
+        // The readers may have left meanwhile; then the lock is ours.
+        if (ReadersOf(w) == 0) return 0;
+        if (w & kParked) {
+          // Readers (or writers) queued behind our claim: release it and
+          // wake them.
+          if (ReleaseAndWake(word, me)) return ETIMEDOUT;
+          w = word->load(std::memory_order_relaxed);
+          continue;
+        }
+        if (word->compare_exchange_weak(w, w - me, std::memory_order_release,
+                                        std::memory_order_relaxed)) {
+          return ETIMEDOUT;
+        }
+      }
+    }
+    // Woken (the last reader left) or invalid: re-check.
+  }
+  word->fetch_and(~kWriterParked, std::memory_order_acquire);
+  return 0;
+}
+
+int SharedMutexCore::LockSharedSlow(std::atomic<uint64_t>* word,
+                                    std::atomic<int32_t>* ema,
+                                    const Deadline& deadline) {
+  const uint32_t self = CurrentSlot();
+  auto blocked = [](uint64_t w) { return (w & kWriter) != 0; };
+  bool spun = false;
+  for (;;) {
+    uint64_t w = word->load(std::memory_order_relaxed);
+    if (!blocked(w)) {
+      if (ReadersOf(w) >= kMaxReaders) return EAGAIN;
+      if (word->compare_exchange_weak(w, w + kOneReader,
+                                      std::memory_order_acquire,
+                                      std::memory_order_relaxed)) {
+        return 0;
+      }
+      continue;
+    }
+    if (!spun) {
+      spun = true;
+      if (SpinWhile(word, ema, blocked)) continue;
+    }
+    if (!(w & kParked)) {
+      if (!word->compare_exchange_weak(w, w | kParked,
+                                       std::memory_order_relaxed,
+                                       std::memory_order_relaxed)) {
+        continue;
+      }
+    }
+    const ParkResult r = Park(
+        KeyOf(word),
+        [&] {
+          const uint64_t v = word->load(std::memory_order_relaxed);
+          return blocked(v) && (v & kParked);
+        },
+        [] {},
+        [word](uintptr_t, bool was_last) { ClearParkedIfLast(word, was_last); },
+        MakeParkToken(false, self), deadline);
+    if (r.unparked() && r.token == kTokenShared) {
+      (void)word->load(std::memory_order_acquire);
+      return 0;
+    }
+    if (r.timed_out()) {
+      w = word->load(std::memory_order_relaxed);
+      while (!(w & kWriter) && ReadersOf(w) < kMaxReaders) {
+        if (word->compare_exchange_weak(w, w + kOneReader,
+                                        std::memory_order_acquire,
+                                        std::memory_order_relaxed)) {
+          return 0;
+        }
+      }
+      return ETIMEDOUT;
+    }
+  }
+}
+
+void SharedMutexCore::UnlockSlow(std::atomic<uint64_t>* word) {
+  const uint64_t me = OwnerBits(CurrentSlot());
+  for (;;) {
+    uint64_t w = word->load(std::memory_order_relaxed);
+    if (!(w & kParked)) {
+      // Nobody parked (a spurious CAS failure, or the bit was cleared by a
+      // timed-out waiter): plain release.
+      if (word->compare_exchange_weak(w, w - me, std::memory_order_release,
+                                      std::memory_order_relaxed)) {
+        return;
+      }
+      continue;
+    }
+    if (ReleaseAndWake(word, me)) return;
+  }
+}
+
+void SharedMutexCore::UnlockSharedSlow(std::atomic<uint64_t>* word) {
+  for (;;) {
+    uint64_t w = word->load(std::memory_order_relaxed);
+    if (ReadersOf(w) == 1 && (w & kWriterParked)) {
+      // The last reader out of a pending writer's way hands it the lock.
+      if (UnlockSharedToPendingWriter(word)) return;
+      continue;
+    }
+    if (ReadersOf(w) == 1 && (w & kParked) && !(w & kWriter)) {
+      // The lock becomes free with threads parked for it (writers of a
+      // kPreferReader lock, or writers left behind a reader handoff).
+      if (ReleaseAndWake(word, kOneReader)) return;
+      continue;
+    }
+    if (word->compare_exchange_weak(w, w - kOneReader,
+                                    std::memory_order_release,
+                                    std::memory_order_relaxed)) {
+      return;
+    }
+  }
+}
+
+// Releases `release` (the caller's writer bits or one read lock) and wakes
+// the threads parked on the acquire key: every parked reader and the first
+// parked writer. If readers were woken and no writer holds the lock after
+// the release, the lock is handed to them (they return holding read
+// locks); this is what keeps readers from starving under writers. Else, if
+// only a writer was woken, the lock is free and the bucket's fairness timer
+// fired, it is handed to that writer. Otherwise the woken threads retry.
+//
+// The release is the compare-and-swap inside the callback, under the
+// bucket lock; after it this function touches only the parking lot.
+// Returns false, without releasing, if the release would leave a pending
+// writer (parked on the drain key) with no readers: the caller must take
+// the drain path instead. The threads this woke then simply retry.
+bool SharedMutexCore::ReleaseAndWake(std::atomic<uint64_t>* word,
+                                     uint64_t release) {
+  uint64_t readers_woken = 0;
+  bool writer_woken = false;
+  uint32_t writer_slot = kNoSlot;
+  bool released = false;
+  UnparkFilter(
+      KeyOf(word),
+      [&](ParkToken t) {
+        if (IsWriterToken(t)) {
+          if (writer_woken) return FilterOp::kSkip;
+          writer_woken = true;
+          writer_slot = SlotOfToken(t);
+          return FilterOp::kUnpark;
+        }
+        ++readers_woken;
+        return FilterOp::kUnpark;
+      },
+      [&](UnparkResult result) -> UnparkToken {
+        uint64_t w = word->load(std::memory_order_relaxed);
+        for (;;) {
+          uint64_t next = w - release;
+          if (ReadersOf(next) == 0 && (next & kWriterParked)) {
+            return kTokenRetry;
+          }
+          UnparkToken token = kTokenRetry;
+          if (!(next & kWriter)) {
+            if (readers_woken != 0) {
+              next += readers_woken * kOneReader;
+              token = kTokenShared;
+            } else if (writer_woken && result.be_fair &&
+                       ReadersOf(next) == 0) {
+              next |= OwnerBits(writer_slot);
+              token = kTokenExclusive;
+            }
+          }
+          next = result.have_more_threads ? (next | kParked)
+                                          : (next & ~kParked);
+          if (word->compare_exchange_weak(w, next, std::memory_order_release,
+                                          std::memory_order_relaxed)) {
+            released = true;
+            if (token != kTokenRetry) CountHandoff();
+            return token;
+          }
+        }
+      });
+  return released;
+}
+
+// The caller holds the last read lock and a pending writer may be parked on
+// the drain key: hand it the lock. Returns false without releasing if the
+// state changed so that ReleaseAndWake is needed instead.
+bool SharedMutexCore::UnlockSharedToPendingWriter(
+    std::atomic<uint64_t>* word) {
+  bool released = false;
+  bool taken = false;
+  UnparkFilter(
+      DrainKeyOf(word),
+      [&](ParkToken) {
+        // A writer queued here holds the writer bit, so no reader can enter
+        // while we hold this bucket: if we are the only reader now, we stay
+        // the last one.
+        if (taken ||
+            ReadersOf(word->load(std::memory_order_relaxed)) != 1) {
+          return FilterOp::kStop;
+        }
+        taken = true;
+        return FilterOp::kUnpark;
+      },
+      [&](UnparkResult result) -> UnparkToken {
+        uint64_t w = word->load(std::memory_order_relaxed);
+        for (;;) {
+          uint64_t next = w - kOneReader;
+          if (result.unparked_threads != 0) {
+            // The writer (its owner bits are already in the word) holds the
+            // lock from here on.
+            next &= ~kWriterParked;
+          } else if (ReadersOf(next) == 0 && !(next & kWriter) &&
+                     (next & kParked)) {
+            return kTokenRetry;
+          }
+          if (word->compare_exchange_weak(w, next, std::memory_order_release,
+                                          std::memory_order_relaxed)) {
+            released = true;
+            return kTokenExclusive;
+          }
+        }
+      });
+  return released;
+}
+
+void SharedMutex::LockShared() {
+  const int rc = SharedMutexCore::LockShared(&word_, &ema_);
+  if (rc != 0) {
+    ABSL_RAW_LOG(FATAL, "parklot::SharedMutex: too many readers (%d)", rc);
+  }
+}
+
+}  // namespace parklot
