@@ -10,6 +10,25 @@ std::atomic<uint32_t>* MutexWordAt(uintptr_t state) {
 // A thread woken by a notify (not the mutex) gets this token.
 constexpr UnparkToken kNotifiedToken = 0;
 
+// Within its scope the calling thread's parks are no cancellation points,
+// even inside a CancellationPoint scope: re-taking the mutex after a wait
+// is not one (pthread_mutex_lock is none), so a cancellation never unwinds
+// out of a wait without the mutex.
+class NotCancellable {
+ public:
+  NotCancellable()
+      : td_(CurrentThreadData()), saved_(td_->cancellation_point) {
+    td_->cancellation_point = 0;
+  }
+  ~NotCancellable() { td_->cancellation_point = saved_; }
+  NotCancellable(const NotCancellable&) = delete;
+  NotCancellable& operator=(const NotCancellable&) = delete;
+
+ private:
+  ThreadData* const td_;
+  const uint32_t saved_;
+};
+
 }  // namespace
 
 bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
@@ -38,6 +57,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
           td->unwound_token == MutexCore::kHandoffToken) {
         MutexCore::TakeHandoff(mutex_word);
       } else {
+        NotCancellable not_cancellable;
         MutexCore::Lock(mutex_word, mutex_ema);
       }
       if (td->unwound_unparked || *requeued) NotifyOne(cv);
@@ -72,7 +92,10 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
     MutexCore::TakeHandoff(mutex_word);
     return true;
   }
-  MutexCore::Lock(mutex_word, mutex_ema);
+  {
+    NotCancellable not_cancellable;
+    MutexCore::Lock(mutex_word, mutex_ema);
+  }
   return !r.timed_out() || requeued;
 }
 
@@ -87,6 +110,7 @@ bool CondVarCore::WaitAny(std::atomic<uintptr_t>* cv,
     ~UnwindGuard() {
       if (!armed) return;
       if (CurrentThreadData()->unwound_unparked) NotifyOne(cv);
+      NotCancellable not_cancellable;
       relock();
     }
   } guard{relock, cv};
@@ -102,7 +126,10 @@ bool CondVarCore::WaitAny(std::atomic<uintptr_t>* cv,
       },
       kDefaultParkToken, deadline);
   guard.armed = false;
-  relock();
+  {
+    NotCancellable not_cancellable;
+    relock();
+  }
   return !r.timed_out();
 }
 

@@ -610,6 +610,7 @@ struct CancelCtx {
   int* waiting;  // guarded by *mu
   bool* go;      // guarded by *mu
   std::atomic<bool>* relocked_on_unwind;
+  bool timed = false;  // wait with WaitFor(50 ms) instead of Wait
 };
 
 void* CancellableWaiter(void* arg) {
@@ -621,12 +622,21 @@ void* CancellableWaiter(void* arg) {
   struct Unlocker {
     CancelCtx* c;
     ~Unlocker() {
-      c->relocked_on_unwind->store(c->mu->HeldByCurrentThread());
-      c->mu->Unlock();
+      const bool held = c->mu->HeldByCurrentThread();
+      c->relocked_on_unwind->store(held);
+      // Unlocking a mutex another thread holds would break the test's
+      // other checks: record the failure only.
+      if (held) c->mu->Unlock();
     }
   } unlocker{c};
   ++*c->waiting;
-  while (!*c->go) c->cv->Wait(*c->mu);
+  while (!*c->go) {
+    if (c->timed) {
+      c->cv->WaitFor(*c->mu, absl::Milliseconds(50));
+    } else {
+      c->cv->Wait(*c->mu);
+    }
+  }
   return nullptr;
 }
 
@@ -684,6 +694,53 @@ TEST(CondVarTest, CancelledWhileRequeuedPassesTheNotificationOn) {
     cv.NotifyAll();
   }
   second.join();
+}
+
+// pthread_mutex_lock is no cancellation point, and neither is the relock
+// inside a condition wait: a waiter whose wait has ended (here: timed out)
+// and that parks again to re-take the mutex must not be cancelled out of
+// that park, or its cleanup handlers run without the mutex (and unlock a
+// mutex another thread holds). Before the fix the relock's park ran in
+// asynchronous cancellation mode.
+TEST(CondVarTest, RelockAfterWakeIsNoCancellationPoint) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support pthread_cancel's unwind";
+#endif
+  Watchdog dog(absl::Seconds(60), "cancel during relock");
+  Mutex mu;
+  CondVar cv;
+  ThreadRef victim_ref;
+  int waiting = 0;  // guarded by mu
+  bool go = false;  // guarded by mu
+  std::atomic<bool> relocked{false};
+  CancelCtx ctx{&mu, &cv, &victim_ref, &waiting, &go, &relocked};
+  ctx.timed = true;
+  pthread_t victim;
+  ASSERT_EQ(pthread_create(&victim, nullptr, CancellableWaiter, &ctx), 0);
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<Mutex> g(mu);
+    return waiting == 1;
+  }));
+  // Hold the mutex while the victim's 50 ms wait times out: it then parks
+  // on the mutex to re-take it.
+  mu.Lock();
+  const uint64_t parks_before = victim_ref.parks();
+  ASSERT_TRUE(Eventually([&] {
+    return victim_ref.timeouts() > 0 && victim_ref.parks() > parks_before &&
+           victim_ref.parked();
+  }));
+  ASSERT_EQ(pthread_cancel(victim), 0);
+  // Give a (wrongly) cancellable relock time to unwind.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(mu.HeldByCurrentThread());
+  mu.Unlock();
+  void* result = nullptr;
+  ASSERT_EQ(pthread_join(victim, &result), 0);
+  EXPECT_EQ(result, PTHREAD_CANCELED);
+  EXPECT_TRUE(relocked.load())
+      << "cleanup ran without the mutex: the relock was cancelled";
+  EXPECT_TRUE(mu.TryLock());
+  mu.Unlock();
 }
 
 // The condvar and the mutex live in one heap object that the last waiter
