@@ -34,8 +34,12 @@ int SpinBudget(int32_t ema) {
 
 void UpdateSpinEma(std::atomic<int32_t>* ema, int rounds_needed) {
   const int32_t old = ema->load(std::memory_order_relaxed);
-  const int32_t next = old + (rounds_needed * 8 - old) / 8;
-  ema->store(next, std::memory_order_relaxed);
+  const int32_t delta = rounds_needed * 8 - old;
+  // Integer division alone would stall up to 7 short of the samples; a
+  // step of at least one lets the average reach them.
+  int32_t step = delta / 8;
+  if (step == 0 && delta != 0) step = delta > 0 ? 1 : -1;
+  ema->store(old + step, std::memory_order_relaxed);
 }
 
 void SpinRound(int round) {

@@ -43,12 +43,11 @@ TEST(UpdateSpinEma, MovesTowardTheSamplesWithWeightOneEighth) {
     EXPECT_GE(ema.load(), prev);
     prev = ema.load();
   }
-  // Converged near 8 rounds (x8 fixed point), never above.
-  EXPECT_LE(ema.load(), 64);
-  EXPECT_GE(ema.load(), 56);
+  // Converged on 8 rounds (x8 fixed point) exactly, not short of it.
+  EXPECT_EQ(ema.load(), 64);
   for (int i = 0; i < 100; ++i) UpdateSpinEma(&ema, 0);
-  // Short holds bring the budget back down to the minimum.
-  EXPECT_LE(ema.load(), 8);
+  // Short holds bring the average all the way back down.
+  EXPECT_EQ(ema.load(), 0);
   EXPECT_EQ(SpinBudget(ema.load()), 2);
 }
 
