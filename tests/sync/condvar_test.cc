@@ -33,6 +33,7 @@ namespace {
 using ::parklot::testing::DestroyPoisonFree;
 using ::parklot::testing::Eventually;
 using ::parklot::testing::MallocNew;
+using ::parklot::testing::RealtimeNow;
 using ::parklot::testing::Rng;
 using ::parklot::testing::Scaled;
 using ::parklot::testing::TableIsAsBuilt;
@@ -69,7 +70,7 @@ TEST(CondVarTest, TimedWaitsTimeOutHoldingTheMutex) {
   const Deadline past[] = {
       Deadline::In(-absl::Seconds(1)), Deadline::In(absl::ZeroDuration()),
       Deadline::Realtime(absl::InfinitePast()),
-      Deadline::Realtime(absl::Now() - absl::Seconds(1)),
+      Deadline::Realtime(RealtimeNow() - absl::Seconds(1)),
       Deadline::Monotonic(absl::InfinitePast()),
       Deadline::Monotonic(MonotonicNow() - absl::Seconds(1))};
   for (const Deadline& d : past) {
@@ -77,9 +78,9 @@ TEST(CondVarTest, TimedWaitsTimeOutHoldingTheMutex) {
     EXPECT_TRUE(mu.HeldByCurrentThread());
   }
   // Future deadlines: no earlier than the deadline on its own clock.
-  const Deadline rt = Deadline::Realtime(absl::Now() + absl::Milliseconds(20));
+  const Deadline rt = Deadline::Realtime(RealtimeNow() + absl::Milliseconds(20));
   EXPECT_FALSE(cv.WaitUntil(mu, rt));
-  EXPECT_GE(absl::Now(), rt.when);
+  EXPECT_GE(RealtimeNow(), rt.when);
   EXPECT_TRUE(mu.HeldByCurrentThread());
   const Deadline mono =
       Deadline::Monotonic(MonotonicNow() + absl::Milliseconds(20));
@@ -448,7 +449,7 @@ TEST(CondVarTest, TimeoutsRacingNotifies) {
         if (stop.load(std::memory_order_relaxed)) break;
         const Deadline d =
             rng.Below(2) ? Deadline::In(absl::Microseconds(rng.Below(300)))
-                         : Deadline::Realtime(absl::Now() +
+                         : Deadline::Realtime(RealtimeNow() +
                                               absl::Microseconds(rng.Below(300)));
         cv.WaitUntil(mu, d);
         if (!mu.HeldByCurrentThread()) violations.fetch_add(1);

@@ -29,11 +29,10 @@ namespace parklot {
 namespace {
 
 using ::parklot::testing::Eventually;
+using ::parklot::testing::RealtimeNow;
 using ::parklot::testing::Scaled;
 using ::parklot::testing::ThreadRef;
 using ::parklot::testing::Watchdog;
-
-absl::Time RealtimeNow() { return absl::Now(); }
 
 // Runs `fn` on a new thread and joins it.
 template <typename Fn>

@@ -4,6 +4,8 @@
 #ifndef PARKLOT_TESTS_SYNC_MUTEX_TEST_UTIL_H_
 #define PARKLOT_TESTS_SYNC_MUTEX_TEST_UTIL_H_
 
+#include <time.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "runtime/config.h"
+#include "runtime/deadline.h"
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
 
@@ -33,6 +36,15 @@ inline constexpr int64_t kSlowdown = 2;
 inline constexpr int64_t kSlowdown = 1;
 #endif
 
+// CLOCK_REALTIME now, read directly (absl::Now() may come from a
+// calibrated cycle counter, which need not agree with the clock a
+// FUTEX_CLOCK_REALTIME deadline is checked against).
+inline absl::Time RealtimeNow() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return absl::TimeFromTimespec(ts);
+}
+
 // `n` iterations, divided by the sanitizer slowdown (at least `min`).
 inline int64_t Scaled(int64_t n, int64_t min = 1) {
   const int64_t s = n / kSlowdown;
@@ -43,9 +55,9 @@ inline int64_t Scaled(int64_t n, int64_t min = 1) {
 // Generous limits only: this bounds a wait, it never measures one.
 template <typename Pred>
 bool Eventually(Pred pred, absl::Duration limit = absl::Seconds(10)) {
-  const absl::Time end = absl::Now() + limit;
+  const absl::Time end = MonotonicNow() + limit;
   while (!pred()) {
-    if (absl::Now() > end) return pred();
+    if (MonotonicNow() > end) return pred();
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   return true;
@@ -147,7 +159,7 @@ class StallDetector {
  private:
   void Run() {
     uint64_t last = progress_->load(std::memory_order_relaxed);
-    absl::Time last_change = absl::Now();
+    absl::Time last_change = MonotonicNow();
     std::unique_lock<std::mutex> l(mu_);
     while (!done_) {
       cv_.wait_for(l, std::chrono::milliseconds(200));
@@ -155,8 +167,8 @@ class StallDetector {
       const uint64_t now = progress_->load(std::memory_order_relaxed);
       if (now != last) {
         last = now;
-        last_change = absl::Now();
-      } else if (absl::Now() - last_change > limit_) {
+        last_change = MonotonicNow();
+      } else if (MonotonicNow() - last_change > limit_) {
         std::fprintf(stderr, "STALL: no progress for %s at %llu\n",
                      absl::FormatDuration(limit_).c_str(),
                      static_cast<unsigned long long>(now));
