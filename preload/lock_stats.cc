@@ -15,6 +15,7 @@
 
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/str_format.h"
+#include "preload/futex_ops.h"
 #include "preload/shim.h"
 #include "runtime/config.h"
 #include "runtime/stats.h"
@@ -113,6 +114,7 @@ std::string StatsReport() {
       "served by parklot: %u mutex acquisitions, %u cond waits, %u signals, "
       "%u broadcasts\n",
       g_ops[0].load(), g_ops[1].load(), g_ops[2].load(), g_ops[3].load());
+  out += futex::FormatCounts();  // empty unless PARKLOT_SYSCALL_FUTEX=1
   if (g_table == nullptr) return out;
   // The ten locks with the most total wait time.
   LockStat* top[10] = {};

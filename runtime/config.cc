@@ -70,6 +70,9 @@ Config ConfigFromEnvironment() {
   if (const char* v = getenv("PARKLOT_STATS")) {
     c.stats = v[0] != '\0' && v[0] != '0';
   }
+  if (const char* v = getenv("PARKLOT_SYSCALL_FUTEX")) {
+    c.syscall_futex = v[0] != '\0' && v[0] != '0';
+  }
   return c;
 }
 
@@ -115,7 +118,8 @@ std::string DescribeConfig(const Config& c) {
                           ? absl::StrCat(":", c.spin_budget)
                           : std::string(),
                       " fair_ns=", c.fair_mean_ns,
-                      " stats=", c.stats ? 1 : 0);
+                      " stats=", c.stats ? 1 : 0,
+                      c.syscall_futex ? " syscall_futex=1" : "");
 }
 
 }  // namespace parklot

@@ -8,6 +8,8 @@
 //   PARKLOT_SPIN         adaptive | off | N (fixed spin budget, in pauses)
 //   PARKLOT_FAIR_NS      mean eventual-fairness interval, ns  default 500000
 //   PARKLOT_STATS        1 = print statistics at exit (the shim)
+//   PARKLOT_SYSCALL_FUTEX 1 = the shim also serves private
+//                        syscall(SYS_futex, ...) waits and wakes
 #ifndef PARKLOT_RUNTIME_CONFIG_H_
 #define PARKLOT_RUNTIME_CONFIG_H_
 
@@ -28,10 +30,13 @@ struct Config {
   // Mean of the per-bucket fairness timer, nanoseconds (0 = always fair).
   int64_t fair_mean_ns = 500000;
   bool stats = false;
+  // The preload shim serves private syscall(SYS_futex) operations from the
+  // parking lot (preload/futex_ops.h).
+  bool syscall_futex = false;
 };
 
 // Parses the PARKLOT_* variables over the defaults. Malformed values keep
-// the default and are reported on stderr (once per variable). Does not
+// the default and are reported on stderr (each time they are parsed). Does not
 // allocate. Thread-safe.
 Config ConfigFromEnvironment();
 
@@ -45,6 +50,7 @@ const Config& GetConfig();
 bool SetConfig(const Config& config);
 
 // One line describing `config`, e.g. "policy=threads buckets=16 ...".
+// " syscall_futex=1" ends it only when that knob is on.
 std::string DescribeConfig(const Config& config);
 
 }  // namespace parklot

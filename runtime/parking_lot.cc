@@ -86,6 +86,19 @@ void ReleaseChain(Waiter* chain, UnparkToken token, WakeList* wakes) {
   }
 }
 
+// Unlinks up to `limit` (>= 1) waiters on `key`, FIFO, as TakeWaiters.
+Waiter* TakeUpTo(Bucket* b, uintptr_t key, size_t limit, size_t* count)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
+  size_t taken = 0;
+  return TakeWaiters(
+      b, key,
+      [&taken, limit](ThreadData*, bool* stop) {
+        if (++taken >= limit) *stop = true;
+        return true;
+      },
+      count);
+}
+
 bool Fair(Bucket* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
   const int64_t mean = GetConfig().fair_mean_ns;
   // fair_mean_ns 0 means "always fair" (config.h), the first unpark from a
@@ -148,9 +161,11 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
   registry::SetState(td, ThreadState::kRunning);
   if (released) return {ParkResult::kUnparked, td->unpark_token};
 
-  // Timed out: leave the queue unless an unparker dequeued us meanwhile
-  // (it releases the parker under the same bucket lock). A requeue may
-  // have moved us to another key: the callback is told the current one.
+  // Timed out (or interrupted): leave the queue unless an unparker dequeued
+  // us meanwhile (it releases the parker under the same bucket lock). A
+  // requeue may have moved us to another key: the callback is told the
+  // current one.
+  const bool interrupted = td->interrupted;
   BucketTable::ReadSection rs(table);
   Bucket* b = table.LockWaiterBucket(&td->waiter);
   if (td->parker.load(std::memory_order_acquire) == 0) {
@@ -164,12 +179,16 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
   td->parker.store(0, std::memory_order_relaxed);
   timed_out(current, !b->HasKey(current, b->head));
   b->lock.Unlock();
+  if (interrupted) return {ParkResult::kInterrupted, 0};
   td->counters.Bump(td->counters.timeouts);
   return {ParkResult::kTimedOut, 0};
 }
 
 CancellationPoint::CancellationPoint() { ++CurrentThreadData()->cancellation_point; }
 CancellationPoint::~CancellationPoint() { --CurrentThreadData()->cancellation_point; }
+
+InterruptiblePark::InterruptiblePark() { ++CurrentThreadData()->interruptible; }
+InterruptiblePark::~InterruptiblePark() { --CurrentThreadData()->interruptible; }
 
 ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate) {
   return Park(
@@ -329,6 +348,55 @@ UnparkResult UnparkFilter(
   wakes.Flush();
   auto& c = self->counters.unparks;
   c.store(c.load(std::memory_order_relaxed) + result.unparked_threads,
+          std::memory_order_relaxed);
+  return result;
+}
+
+PairResult UnparkPair(uintptr_t from, uintptr_t to,
+                      absl::FunctionRef<bool(PairPlan*)> plan,
+                      UnparkToken token) {
+  // Registering makes the thread an RCU reader (see ReadSection).
+  ThreadData* self = CurrentThreadData();
+  BucketTable& table = GlobalTable();
+  WakeList wakes;
+  PairResult result;
+  {
+    BucketTable::ReadSection rs(table);
+    auto pair = table.LockBucketPair(from, to);
+    Bucket* bf = pair.first;
+    Bucket* bt = pair.second;
+    PairPlan p;
+    if (!plan(&p)) {
+      BucketTable::UnlockBucketPair(pair);
+      result.aborted = true;
+      return result;
+    }
+    Waiter* woken_from = nullptr;
+    if (p.unpark_from != 0) {
+      woken_from = TakeUpTo(bf, from, p.unpark_from, &result.unparked_from);
+    }
+    if (p.requeue != 0) {
+      Waiter* moved = TakeUpTo(bf, from, p.requeue, &result.requeued);
+      // Requeued threads stay parked: only their key and queue change.
+      while (moved != nullptr) {
+        Waiter* next = moved->next;
+        moved->key.store(to, std::memory_order_relaxed);
+        bt->Enqueue(moved);
+        moved = next;
+      }
+    }
+    Waiter* woken_to = nullptr;
+    if (p.unpark_to != 0) {
+      woken_to = TakeUpTo(bt, to, p.unpark_to, &result.unparked_to);
+    }
+    ReleaseChain(woken_from, token, &wakes);
+    ReleaseChain(woken_to, token, &wakes);
+    BucketTable::UnlockBucketPair(pair);
+  }
+  wakes.Flush();
+  auto& c = self->counters.unparks;
+  c.store(c.load(std::memory_order_relaxed) + result.unparked_from +
+              result.unparked_to,
           std::memory_order_relaxed);
   return result;
 }

@@ -35,6 +35,10 @@ struct ParkResult {
     kUnparked,  // woken by an unpark; `token` is the unparker's token
     kInvalid,   // validate() returned false; the thread did not sleep
     kTimedOut,  // the deadline passed first; timed_out() was called
+    // A signal handler interrupted the sleep inside an InterruptiblePark
+    // scope; the thread left the queue as on a timeout (timed_out() was
+    // called).
+    kInterrupted,
   };
   Kind kind;
   UnparkToken token;  // meaningful for kUnparked only
@@ -42,6 +46,7 @@ struct ParkResult {
   bool unparked() const { return kind == kUnparked; }
   bool invalid() const { return kind == kInvalid; }
   bool timed_out() const { return kind == kTimedOut; }
+  bool interrupted() const { return kind == kInterrupted; }
 };
 
 // What an unpark did, as its callback sees it (under the bucket lock).
@@ -67,7 +72,8 @@ struct UnparkResult {
 // parked on at that moment (another one if UnparkRequeue moved it) and
 // `was_last_thread` tells whether no other thread is parked on that key;
 // kTimedOut is returned. Signals
-// and spurious futex returns never end the park early.
+// and spurious futex returns never end the park early, except inside an
+// InterruptiblePark scope (below).
 ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
                 absl::FunctionRef<void()> before_sleep,
                 absl::FunctionRef<void(uintptr_t key, bool was_last_thread)>
@@ -132,6 +138,55 @@ class CancellationPoint {
   CancellationPoint(const CancellationPoint&) = delete;
   CancellationPoint& operator=(const CancellationPoint&) = delete;
 };
+
+// Within its scope, the calling thread's parks can be interrupted by
+// signals, with the kernel's own restart rules, as futex(2) waits are: the
+// sleep is a FUTEX_WAIT_BITSET on the thread's parker, untimed for a park
+// with no deadline (the kernel restarts it after an SA_RESTART handler, and
+// ends it with EINTR after any other handler) and timed otherwise (ended
+// with EINTR after any handler). A park so ended leaves the queue as a
+// timed-out one would (its timed_out callback runs) and returns
+// kInterrupted; one that an unparker released first returns kUnparked.
+// Signals with no handler (ignored, or stop/continue) never end a park.
+// Used by the preload shim to serve syscall(SYS_futex) waits. Per thread;
+// scopes nest.
+class InterruptiblePark {
+ public:
+  InterruptiblePark();
+  ~InterruptiblePark();
+  InterruptiblePark(const InterruptiblePark&) = delete;
+  InterruptiblePark& operator=(const InterruptiblePark&) = delete;
+};
+
+// What UnparkPair should do, chosen by its `plan` callback under both
+// bucket locks. Counts are upper bounds; 0 skips the step.
+struct PairPlan {
+  size_t unpark_from = 0;  // 1. wake up to this many threads parked on `from`
+  size_t requeue = 0;      // 2. then move up to this many more to `to`
+  size_t unpark_to = 0;    // 3. then wake up to this many parked on `to`
+};
+
+// What UnparkPair did.
+struct PairResult {
+  bool aborted = false;  // `plan` returned false: nothing was done
+  size_t unparked_from = 0;
+  size_t requeued = 0;
+  size_t unparked_to = 0;
+};
+
+// The futex(2) operations on two keys (FUTEX_REQUEUE, FUTEX_CMP_REQUEUE,
+// FUTEX_WAKE_OP) in one step: with the buckets of `from` and `to` both
+// locked (once if they are the same bucket), calls `plan`, which may read
+// and update words atomically with respect to parkers of either key and
+// fills in the counts, or returns false to abort. Then, still under the
+// locks, takes the threads to wake and requeue in FIFO order per key, in
+// the order of PairPlan's fields (so with from == to, step 3 wakes threads
+// beyond those of step 1; requeued threads join `to` behind those already
+// parked there and keep their park tokens). Woken threads receive `token`;
+// no fairness is computed. `from` may equal `to`.
+PairResult UnparkPair(uintptr_t from, uintptr_t to,
+                      absl::FunctionRef<bool(PairPlan*)> plan,
+                      UnparkToken token = kDefaultUnparkToken);
 
 // Helpers for keys: the address of the waited-on object.
 inline uintptr_t KeyOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }

@@ -204,6 +204,7 @@ __attribute__((noinline)) bool SleepOnParkerLoop(ThreadData* td,
                                                  int op);
 
 bool SleepOnParker(ThreadData* td, const Deadline& deadline) {
+  td->interrupted = false;
   struct timespec ts;
   const struct timespec* tsp = nullptr;
   int op = FUTEX_WAIT_BITSET_PRIVATE;
@@ -236,6 +237,11 @@ bool SleepOnParkerLoop(ThreadData* td, const struct timespec* tsp, int op) {
     }
     long rc = RawFutex(&td->parker, op, 2, tsp, nullptr, FUTEX_BITSET_MATCH_ANY);
     if (rc == -ETIMEDOUT) {
+      return td->parker.load(std::memory_order_acquire) == 0;
+    }
+    if (rc == -EINTR && td->interruptible != 0) {
+      // A handler ran and the kernel chose not to restart the sleep.
+      td->interrupted = true;
       return td->parker.load(std::memory_order_acquire) == 0;
     }
     // 0 (woken, maybe spuriously), -EAGAIN (already released), -EINTR

@@ -50,6 +50,11 @@ struct ThreadData {
   // an unparker had released the thread first, and with what token.
   bool unwound_unparked = false;
   uintptr_t unwound_token = 0;
+  // Parks end on a signal handler's EINTR while this is non-zero (see
+  // InterruptiblePark in parking_lot.h); SleepOnParker then sets
+  // `interrupted`.
+  uint32_t interruptible = 0;
+  bool interrupted = false;
   ThreadCounters counters;
 };
 
@@ -81,10 +86,12 @@ inline uint32_t CurrentSlot() { return CurrentThreadData()->slot; }
 
 // Sleeps until `td->parker` becomes 0 (returns true) or `deadline` passes
 // (returns false; the parker may still be 1). Retries on EINTR and spurious
-// wake-ups. Called by the owning thread only. With td->cancellation_point
-// set, the sleep runs in asynchronous cancellation mode, so pthread_cancel
-// unwinds out of it; it must stay out of line and free of cleanups, so that
-// unwinding from any of its instructions finds no landing pad to miss.
+// wake-ups, except with td->interruptible set: then EINTR also returns
+// false, with td->interrupted set (it is cleared on entry). Called by the
+// owning thread only. With td->cancellation_point set, the sleep runs in
+// asynchronous cancellation mode, so pthread_cancel unwinds out of it; it
+// must stay out of line and free of cleanups, so that unwinding from any of
+// its instructions finds no landing pad to miss.
 __attribute__((noinline)) bool SleepOnParker(ThreadData* td,
                                              const Deadline& deadline);
 

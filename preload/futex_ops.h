@@ -1,0 +1,105 @@
+// futex(2) served by the parking lot: what the preload shim's syscall()
+// does with SYS_futex when PARKLOT_SYSCALL_FUTEX=1 (preload/futex_shim.cc).
+//
+// Served in user space, keyed by address, for FUTEX_PRIVATE_FLAG operations
+// whose arguments the kernel would accept:
+//   FUTEX_WAIT          relative timeout on CLOCK_MONOTONIC
+//   FUTEX_WAIT_BITSET   absolute timeout, CLOCK_MONOTONIC or, with
+//                       FUTEX_CLOCK_REALTIME, CLOCK_REALTIME; the bitset is
+//                       the waiter's park token
+//   FUTEX_WAKE, FUTEX_WAKE_BITSET (waiters whose bitset shares a bit)
+//   FUTEX_REQUEUE, FUTEX_CMP_REQUEUE (EAGAIN when *uaddr != val3)
+//   FUTEX_WAKE_OP       every op (SET ADD OR ANDN XOR, with or without
+//                       FUTEX_OP_OPARG_SHIFT) and cmp (EQ NE LT LE GT GE);
+//                       the op on *uaddr2 runs under both buckets' locks,
+//                       as the kernel runs it under both hash locks
+// Results are the kernel's: the same counts, and the same errors (EAGAIN,
+// ETIMEDOUT, EINTR). Every other call goes to the kernel untouched: shared
+// futexes, PI operations, FUTEX_WAIT_REQUEUE_PI/CMP_REQUEUE_PI, unknown
+// commands, and any call the kernel would fail before touching a waiter
+// (a misaligned or out-of-range address, bitset 0, a malformed timespec,
+// negative requeue counts, FUTEX_CLOCK_REALTIME on another command, an
+// unknown FUTEX_WAKE_OP op or cmp), so the kernel returns its own error.
+// Addresses below the lowest mappable one (vm.mmap_min_addr; NULL) go there
+// too, for the kernel's EFAULT; a served call on a word (or timespec) in
+// user space that is unmapped or not writable faults as the program's own
+// access would, where the kernel would return EFAULT.
+//
+// The kernel's quirks are kept: FUTEX_WAKE and FUTEX_WAKE_OP wake one
+// waiter when asked for 0 or a negative number; FUTEX_REQUEUE returns woken
+// plus requeued; FUTEX_WAKE_OP masks an out-of-range shift to 0..31.
+//
+// Signals: a served wait is a park in an InterruptiblePark scope, whose
+// sleep is a futex wait of the same kind as the caller's (untimed or
+// timed), so the kernel's restart rules are the same: an untimed wait is
+// restarted after an SA_RESTART handler and fails with EINTR after any
+// other; a timed wait fails with EINTR after any handler. Unlike the
+// kernel's restart, a restarted served wait does not compare *uaddr again:
+// it keeps waiting for a wake (a handler that changes the word and does not
+// wake it leaves the waiter asleep).
+//
+// The boundary rule (code that bypasses syscall(): glibc's inline futex
+// calls, raw `syscall` instructions, futex2, io_uring, the kernel itself):
+//   1. Served waiters wait in the parking lot only; a private wake that
+//      bypasses the shim does not reach them. Nothing in glibc or the kernel
+//      does that to a word a program waits on through syscall(): glibc's
+//      inline futex calls are on glibc's own objects, and the kernel's
+//      thread-exit wake (CLONE_CHILD_CLEARTID, what pthread_join waits for)
+//      is a shared futex wake, which never reached private waiters anyway;
+//      shared waits go to the kernel.
+//   2. Served wakes reach waiters that bypassed the shim: a served wake that
+//      woke (or requeued) fewer threads than it was allowed from the lot
+//      passes the remainder on to the kernel, as the same operation (the
+//      kernel compares val3 again for FUTEX_CMP_REQUEUE; FUTEX_WAKE_OP's
+//      remainders go as FUTEX_WAKE on each word, the op already done). The
+//      counts add up. A process may thus mix served and kernel waiters on
+//      one word, as long as its wakes go through syscall().
+//   3. A call that re-enters the shim from a signal handler on a thread
+//      already inside a served futex call goes to the kernel, except a wake
+//      (any of the wake and requeue commands) while that thread is asleep
+//      in the lot, which is served: elsewhere the thread may hold a bucket
+//      lock. By rule 2 a kernel wait made so is still woken by served wakes.
+#ifndef PARKLOT_PRELOAD_FUTEX_OPS_H_
+#define PARKLOT_PRELOAD_FUTEX_OPS_H_
+
+#include <cstdint>
+#include <string>
+
+namespace parklot::futex {
+
+// futex(2) with syscall()'s six argument registers: serves the calls above
+// from the parking lot and passes the rest to the kernel. Returns >= 0 or
+// -errno, as the kernel does. Thread-safe; never allocates.
+long Futex(long uaddr, long op, long val, long timeout_or_val2, long uaddr2,
+           long val3);
+
+// Reads what the first served call would otherwise read on its own (the
+// lowest mappable address). Idempotent; called by the shim's constructor.
+void Init();
+
+// Counting, for PARKLOT_STATS: off until enabled, and only then do calls
+// touch the counters.
+void EnableCounting();
+
+// Commands 0..13 by name (FUTEX_WAIT ... FUTEX_LOCK_PI2), index 14 for any
+// other command.
+inline constexpr int kCommands = 15;
+struct Counts {
+  uint64_t served[kCommands] = {};
+  uint64_t kernel[kCommands] = {};
+  uint64_t forwarded = 0;         // served wakes that passed a remainder on
+  uint64_t forwarded_woken = 0;   // threads the kernel woke or requeued so
+};
+Counts GetCounts();
+const char* CommandName(int index);
+
+// The report's lines, e.g.
+//   futex served by parklot: wait=10 wait_bitset=0 wake=12 ...
+//   futex passed to the kernel: wait=0 ... other=0
+//   futex wakes forwarded to the kernel: 3 calls, 1 threads
+// Empty unless counting is on.
+std::string FormatCounts();
+
+}  // namespace parklot::futex
+
+#endif  // PARKLOT_PRELOAD_FUTEX_OPS_H_
