@@ -553,6 +553,72 @@ TEST(CondVarTest, DifferentMutexesOverTime) {
   m2.Unlock();
 }
 
+// The condvar switches mutexes while waiters of the old one still sit in
+// that mutex's queue (requeued, not yet woken), and while some still wait
+// on the condvar itself.
+TEST(CondVarTest, SwitchesMutexWhileOldWaitersAreRequeued) {
+  Watchdog dog(absl::Seconds(60), "mutex switch during requeue");
+  for (const bool notify_one_first : {false, true}) {
+    CondVar cv;
+    Mutex m1, m2;
+    constexpr int kPer = 3;
+    int waiting1 = 0, waiting2 = 0;  // guarded by m1 / m2
+    bool go1 = false, go2 = false;   // guarded by m1 / m2
+    std::atomic<int> done{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kPer; ++i) {
+      threads.emplace_back([&] {
+        m1.Lock();
+        ++waiting1;
+        while (!go1) cv.Wait(m1);
+        m1.Unlock();
+        done.fetch_add(1);
+      });
+    }
+    ASSERT_TRUE(Eventually([&] {
+      std::lock_guard<Mutex> g(m1);
+      return waiting1 == kPer;
+    }));
+    m1.Lock();
+    go1 = true;
+    if (notify_one_first) {
+      EXPECT_TRUE(cv.NotifyOne());  // one requeued onto m1, two still on cv
+    } else {
+      EXPECT_EQ(cv.NotifyAll(), static_cast<size_t>(kPer));  // all on m1
+    }
+    // m1 stays held: its waiters cannot leave. Now waiters of m2 arrive.
+    for (int i = 0; i < kPer; ++i) {
+      threads.emplace_back([&] {
+        m2.Lock();
+        ++waiting2;
+        while (!go2) cv.Wait(m2);
+        m2.Unlock();
+        done.fetch_add(1);
+      });
+    }
+    ASSERT_TRUE(Eventually([&] {
+      std::lock_guard<Mutex> g(m2);
+      return waiting2 == kPer;
+    }));
+    m2.Lock();
+    go2 = true;
+    const size_t notified = cv.NotifyAll();
+    EXPECT_EQ(notified, notify_one_first ? static_cast<size_t>(kPer + 2)
+                                         : static_cast<size_t>(kPer));
+    EXPECT_EQ(done.load(), 0);
+    m2.Unlock();
+    EXPECT_TRUE(Eventually([&] { return done.load() == kPer; }));
+    m1.Unlock();
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(done.load(), 2 * kPer);
+    EXPECT_FALSE(cv.NotifyOne());
+    EXPECT_TRUE(m1.TryLock());
+    EXPECT_TRUE(m2.TryLock());
+    m1.Unlock();
+    m2.Unlock();
+  }
+}
+
 // Same condvar used with std::mutex (WaitAny) and parklot::Mutex (Wait) at
 // the same time: notifications still reach everybody.
 TEST(CondVarTest, WaitAndWaitAnyMixed) {

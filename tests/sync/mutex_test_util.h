@@ -29,11 +29,18 @@
 namespace parklot::testing {
 
 #if defined(__SANITIZE_THREAD__)
-inline constexpr int64_t kSlowdown = 5;
+inline constexpr int64_t kSanitizerSlowdown = 5;
 #elif defined(__SANITIZE_ADDRESS__)
-inline constexpr int64_t kSlowdown = 2;
+inline constexpr int64_t kSanitizerSlowdown = 2;
 #else
-inline constexpr int64_t kSlowdown = 1;
+inline constexpr int64_t kSanitizerSlowdown = 1;
+#endif
+// Always-fair builds hand every contended unlock off (lock convoys): much
+// slower per operation.
+#ifdef PARKLOT_TEST_ALWAYS_FAIR
+inline constexpr int64_t kSlowdown = kSanitizerSlowdown * 5;
+#else
+inline constexpr int64_t kSlowdown = kSanitizerSlowdown;
 #endif
 
 // CLOCK_REALTIME now, read directly (absl::Now() may come from a
@@ -192,14 +199,22 @@ class StallDetector {
 // In the one-bucket build (local define PARKLOT_TEST_ONE_BUCKET, env
 // PARKLOT_POLICY=fixed:1) returns false unless the parking lot really runs
 // on one fixed bucket; elsewhere returns true.
+// In the always-fair build (PARKLOT_TEST_ALWAYS_FAIR, env PARKLOT_FAIR_NS=0
+// PARKLOT_SPIN=16) likewise checks that every unlock hands off and waiters
+// spin a fixed budget.
 inline bool TableIsAsBuilt() {
+  bool ok = true;
 #ifdef PARKLOT_TEST_ONE_BUCKET
   const Config& c = GetConfig();
-  return c.table.policy == GrowthPolicy::kFixed && c.table.buckets == 1 &&
-         GlobalTable().bucket_count() == 1;
-#else
-  return true;
+  ok = ok && c.table.policy == GrowthPolicy::kFixed && c.table.buckets == 1 &&
+       GlobalTable().bucket_count() == 1;
 #endif
+#ifdef PARKLOT_TEST_ALWAYS_FAIR
+  const Config& f = GetConfig();
+  ok = ok && f.fair_mean_ns == 0 && f.spin == SpinMode::kFixed &&
+       f.spin_budget == 16;
+#endif
+  return ok;
 }
 
 }  // namespace parklot::testing
