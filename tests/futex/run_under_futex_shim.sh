@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Runs PROGRAM under LD_PRELOAD of the shim with PARKLOT_SYSCALL_FUTEX=1 and
+# PARKLOT_STATS=1, inside `timeout`, and checks the futex counts of the
+# statistics report (summed over every process that printed one).
+#
+#   run_under_futex_shim.sh [options] PROGRAM [ARGS...]
+#     --expect-served=OP,...   each op (wait, wake_op, ...) was served > 0 times
+#     --expect-kernel=OP,...   each op was passed to the kernel > 0 times
+#     --env=NAME=VALUE         extra environment (repeatable)
+#     --timeout=SECONDS        limit (default 100)
+#
+# Under a sanitizer build (PARKLOT_SANITIZER set by the BUILD file) the shim
+# cannot be preloaded into other programs: the test says so and passes.
+set -uo pipefail
+
+if [ -n "${PARKLOT_SANITIZER:-}" ]; then
+  echo "SKIP: LD_PRELOAD tests run in the plain build only (this is $PARKLOT_SANITIZER)"
+  exit 0
+fi
+
+limit=100
+served=""
+kernel=""
+extra_env=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --expect-served=*) served=${1#--expect-served=} ;;
+    --expect-kernel=*) kernel=${1#--expect-kernel=} ;;
+    --env=*) extra_env+=("${1#--env=}") ;;
+    --timeout=*) limit=${1#--timeout=} ;;
+    --) shift; break ;;
+    -*) echo "run_under_futex_shim.sh: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+  shift
+done
+[ $# -ge 1 ] || { echo "usage: run_under_futex_shim.sh [options] PROGRAM [ARGS...]" >&2; exit 2; }
+
+shim="$PWD/preload/libparklot_preload.so"
+[ -f "$shim" ] || { echo "FAIL: shim not found at $shim"; exit 1; }
+prog="$1"
+shift
+work="${TEST_TMPDIR:-$(mktemp -d)}"
+stats="$work/futex_stats.$$"
+
+timeout "$limit" env LD_PRELOAD="$shim" PARKLOT_SYSCALL_FUTEX=1 PARKLOT_STATS=1 \
+  "${extra_env[@]}" "$prog" "$@" 2>"$stats"
+rc=$?
+# The report goes to stderr; show everything that is not the report.
+grep -v '^\(parklot statistics\|config:\|table:\|threads:\|parks:\|spins:\|handoffs:\|served by parklot:\|futex \|most contended\|  \)' "$stats" >&2
+status=0
+if [ "$rc" -eq 124 ]; then
+  echo "FAIL: $(basename "$prog") timed out after ${limit}s"; status=1
+elif [ "$rc" -ne 0 ]; then
+  echo "FAIL: $(basename "$prog") exit status $rc"; status=1
+fi
+
+# count "served"|"passed to the kernel" OP: summed over the reports.
+count() {
+  awk -v what="$1" -v op="$2" '
+    index($0, "futex " what ":") == 1 {
+      for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == op) n += kv[2] }
+    }
+    END { print n + 0 }' "$stats"
+}
+check() {  # what list
+  local what=$1 list=$2 op n
+  [ -n "$list" ] || return 0
+  IFS=, read -ra ops <<<"$list"
+  for op in "${ops[@]}"; do
+    n=$(count "$what" "$op")
+    if [ "$n" -gt 0 ]; then echo "ok: futex $op $what: $n"; else echo "FAIL: no futex $op $what"; status=1; fi
+  done
+}
+check "served by parklot" "$served"
+check "passed to the kernel" "$kernel"
+grep -h '^futex ' "$stats" | sort | uniq -c | head -20
+[ "$status" -eq 0 ] && echo "PASS"
+exit "$status"
