@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <system_error>
@@ -54,6 +56,7 @@ TEST(MutexTest, LayoutAndConstantInit) {
 }
 
 TEST(MutexTest, LockTryLockUnlock) {
+  Watchdog dog(absl::Seconds(30), "MutexTest.LockTryLockUnlock");
   Mutex mu;
   EXPECT_FALSE(mu.HeldByCurrentThread());
   mu.Lock();
@@ -77,6 +80,7 @@ TEST(MutexTest, LockTryLockUnlock) {
 }
 
 TEST(MutexTest, UnlockedByOtherThreadThanFirstUser) {
+  Watchdog dog(absl::Seconds(30), "MutexTest.UnlockedByOtherThreadThanFirstUser");
   // A thread that never used parklot before (not registered) sees the lock
   // as not its own.
   Mutex mu;
@@ -208,6 +212,7 @@ TEST(MutexTest, TimedLockTimesOutNoEarlierThanItsDeadlineOnEitherClock) {
 // A timed waiter that gives up while it is the only parked thread must
 // clear the parked bit: otherwise every later unlock takes the slow path.
 TEST(MutexTest, LastTimedOutWaiterClearsParkedBit) {
+  Watchdog dog(absl::Seconds(30), "MutexTest.LastTimedOutWaiterClearsParkedBit");
   std::atomic<uint32_t> word{0};
   std::atomic<int32_t> ema{0};
   MutexCore::Lock(&word, &ema);
@@ -379,16 +384,21 @@ TEST(MutexTest, LockBargersCannotStarveParkedWaiters) {
       }
     });
   }
-  const int acquisitions = static_cast<int>(Scaled(2000, 100));
+  const int acquisitions = static_cast<int>(Scaled(1000, 100));
+  absl::Duration longest;
   std::thread waiter([&] {
     for (int i = 0; i < acquisitions; ++i) {
+      const absl::Time start = MonotonicNow();
       ASSERT_TRUE(mu.LockFor(absl::Seconds(10))) << "starved at " << i;
+      longest = std::max(longest, MonotonicNow() - start);
       ++shared;
       mu.Unlock();
       std::this_thread::yield();
     }
   });
   waiter.join();
+  std::printf("longest wait of %d: %s\n", acquisitions,
+              absl::FormatDuration(longest).c_str());
   stop = true;
   for (auto& t : bargers) t.join();
   EXPECT_GE(shared, static_cast<uint64_t>(acquisitions));
@@ -465,12 +475,14 @@ void ExerciseTimedAdapters(M& mu) {
 }
 
 TEST(MutexAdaptersTest, Mutex) {
+  Watchdog dog(absl::Seconds(30), "MutexAdaptersTest.Mutex");
   Mutex mu;
   ExerciseBasicAdapters(mu);
   ExerciseTimedAdapters(mu);
 }
 
 TEST(MutexAdaptersTest, RecursiveMutex) {
+  Watchdog dog(absl::Seconds(30), "MutexAdaptersTest.RecursiveMutex");
   RecursiveMutex mu;
   ExerciseBasicAdapters(mu);
   ExerciseTimedAdapters(mu);
@@ -480,6 +492,7 @@ TEST(MutexAdaptersTest, RecursiveMutex) {
 }
 
 TEST(MutexAdaptersTest, ErrorCheckingMutex) {
+  Watchdog dog(absl::Seconds(30), "MutexAdaptersTest.ErrorCheckingMutex");
   ErrorCheckingMutex mu;
   ExerciseBasicAdapters(mu);
   ExerciseTimedAdapters(mu);
@@ -535,6 +548,7 @@ TEST(MutexAdaptersTest, StdLockAvoidsDeadlock) {
 // RecursiveMutex
 
 TEST(RecursiveMutexTest, DepthAndRelease) {
+  Watchdog dog(absl::Seconds(30), "RecursiveMutexTest.DepthAndRelease");
   RecursiveMutex mu;
   EXPECT_EQ(mu.depth(), 0u);
   EXPECT_FALSE(mu.HeldByCurrentThread());
@@ -575,6 +589,7 @@ TEST(RecursiveMutexTest, DepthAndRelease) {
 }
 
 TEST(RecursiveMutexTest, UnlockByForeignOrNonOwnerIsEpermAndChangesNothing) {
+  Watchdog dog(absl::Seconds(30), "RecursiveMutexTest.UnlockByForeignOrNonOwnerIsEpermAndChangesNothing");
   RecursiveMutex mu;
   EXPECT_EQ(mu.Unlock(), EPERM);  // never locked
   mu.Lock();
@@ -597,6 +612,7 @@ TEST(RecursiveMutexTest, UnlockByForeignOrNonOwnerIsEpermAndChangesNothing) {
 }
 
 TEST(RecursiveMutexTest, TimedVariants) {
+  Watchdog dog(absl::Seconds(30), "RecursiveMutexTest.TimedVariants");
   RecursiveMutex mu;
   ASSERT_TRUE(mu.LockUntil(Deadline::Realtime(RealtimeNow() + absl::Seconds(1))));
   ASSERT_TRUE(mu.LockUntil(Deadline::Monotonic(absl::InfinitePast())));
@@ -639,6 +655,7 @@ TEST(RecursiveMutexTest, ContendedRecursion) {
 // ErrorCheckingMutex
 
 TEST(ErrorCheckingMutexTest, ErrorCodes) {
+  Watchdog dog(absl::Seconds(30), "ErrorCheckingMutexTest.ErrorCodes");
   ErrorCheckingMutex mu;
   EXPECT_EQ(mu.Unlock(), EPERM);  // unlocked
   EXPECT_EQ(mu.Lock(), 0);
