@@ -1,5 +1,7 @@
 #include "sync/semaphore.h"
 
+#include <errno.h>
+
 #include "runtime/parking_lot.h"
 #include "runtime/spin.h"
 #include "runtime/thread_data.h"
@@ -25,7 +27,7 @@ bool Semaphore::TryAcquire() {
   return false;
 }
 
-bool Semaphore::AcquireSlow(const Deadline& deadline) {
+int Semaphore::AcquireSlow(const Deadline& deadline) {
   const uintptr_t key = KeyOf(&word_);
   // Spin while it can pay: no owner to watch, so only the CPU budget and
   // the moving average of recent waits decide.
@@ -34,7 +36,7 @@ bool Semaphore::AcquireSlow(const Deadline& deadline) {
     if (ValueOf(word_.load(std::memory_order_relaxed)) != 0) {
       if (TryAcquire()) {
         UpdateSpinEma(&ema_, round);
-        return true;
+        return 0;
       }
     }
     if (!ShouldSpin(kNoSlot)) break;
@@ -48,7 +50,7 @@ bool Semaphore::AcquireSlow(const Deadline& deadline) {
     if (ValueOf(w) != 0) {
       if (word_.compare_exchange_weak(w, w - 1, std::memory_order_acquire,
                                       std::memory_order_relaxed)) {
-        return true;
+        return 0;
       }
       continue;
     }
@@ -59,6 +61,21 @@ bool Semaphore::AcquireSlow(const Deadline& deadline) {
     }
   }
 
+  // Thread cancellation (sem_wait is a cancellation point under the shim):
+  // withdraw the registration, or give back a unit handed to us.
+  struct UnwindGuard {
+    Semaphore* sem;
+    bool armed = true;
+    ~UnwindGuard() {
+      if (!armed) return;
+      const ThreadData* td = CurrentThreadData();
+      if (td->unwound_unparked && td->unwound_token == kTokenUnit) {
+        sem->Release(1);  // the releaser already withdrew our registration
+      } else {
+        sem->word_.fetch_sub(kOneWaiter, std::memory_order_relaxed);
+      }
+    }
+  } guard{this};
   for (;;) {
     // validate runs under the bucket lock that Release's unpark also takes:
     // a Release that published units after this check wakes us.
@@ -67,8 +84,9 @@ bool Semaphore::AcquireSlow(const Deadline& deadline) {
         [this] { return ValueOf(word_.load(std::memory_order_relaxed)) == 0; },
         [] {}, [](uintptr_t, bool) {}, kDefaultParkToken, deadline);
     if (r.unparked() && r.token == kTokenUnit) {
+      guard.armed = false;
       (void)word_.load(std::memory_order_acquire);
-      return true;
+      return 0;
     }
     // Take a unit and deregister in one step; on timeout with none left,
     // deregister and fail.
@@ -78,18 +96,24 @@ bool Semaphore::AcquireSlow(const Deadline& deadline) {
         if (word_.compare_exchange_weak(w, w - 1 - kOneWaiter,
                                         std::memory_order_acquire,
                                         std::memory_order_relaxed)) {
-          return true;
+          guard.armed = false;
+          return 0;
         }
         continue;
       }
-      if (!r.timed_out()) break;  // park again
+      if (!r.timed_out() && !r.interrupted()) break;  // park again
       if (word_.compare_exchange_weak(w, w - kOneWaiter,
                                       std::memory_order_relaxed,
                                       std::memory_order_relaxed)) {
-        return false;
+        guard.armed = false;
+        return r.interrupted() ? EINTR : ETIMEDOUT;
       }
     }
   }
+}
+
+int Semaphore::AcquireOrInterrupt(Deadline deadline) {
+  return FastAcquire() ? 0 : AcquireSlow(deadline);
 }
 
 bool Semaphore::Release(uint32_t n) {

@@ -45,7 +45,7 @@ class Semaphore {
   // Acquire ordering: what the releaser did before Release happens-before
   // the return. Uncontended: one compare-and-swap.
   void Acquire() {
-    if (!FastAcquire()) AcquireSlow(Deadline::Never());
+    if (!FastAcquire()) AcquireSlowOk(Deadline::Never());
   }
   // Takes one unit if the value is positive; never blocks. Returns false
   // if it was 0 (sem_trywait's EAGAIN; try_acquire()).
@@ -55,8 +55,17 @@ class Semaphore {
   // The deadline's clock is honoured (CLOCK_REALTIME follows clock jumps).
   // A past deadline still takes an available unit.
   bool AcquireUntil(Deadline deadline) {
-    return FastAcquire() || AcquireSlow(deadline);
+    return FastAcquire() || AcquireSlowOk(deadline);
   }
+
+  // sem_wait's and sem_timedwait's full contract, for the preload shim:
+  // returns 0 (took a unit), ETIMEDOUT, or EINTR when a signal handler
+  // interrupted the wait under the kernel's futex restart rules (only
+  // within an InterruptiblePark scope: an untimed wait is restarted after
+  // an SA_RESTART handler, a timed one is not). A thread cancelled while
+  // waiting (within a CancellationPoint) leaves no trace: its registration
+  // is withdrawn and a unit handed to it is passed on.
+  int AcquireOrInterrupt(Deadline deadline);
   // As AcquireUntil(now + timeout) on CLOCK_MONOTONIC.
   bool AcquireFor(absl::Duration timeout) {
     return AcquireUntil(Deadline::In(timeout));
@@ -103,7 +112,11 @@ class Semaphore {
            word_.compare_exchange_strong(w, w - 1, std::memory_order_acquire,
                                          std::memory_order_relaxed);
   }
-  bool AcquireSlow(const Deadline& deadline);
+  // 0, ETIMEDOUT, or (only inside an InterruptiblePark scope) EINTR.
+  int AcquireSlow(const Deadline& deadline);
+  bool AcquireSlowOk(const Deadline& deadline) {
+    return AcquireSlow(deadline) == 0;
+  }
 
   std::atomic<uint64_t> word_;
   std::atomic<int32_t> ema_{0};

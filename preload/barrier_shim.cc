@@ -1,0 +1,70 @@
+// pthread_barrier_* on parklot::Barrier, in place in glibc's 32-byte
+// pthread_barrier_t (bytes 0-15 the Barrier, 24-31 a "parklot's" tag).
+// Process-shared barriers go to glibc for their whole life. As in glibc,
+// pthread_barrier_wait is not a cancellation point.
+#include <errno.h>
+#include <pthread.h>
+
+#include <new>
+
+#include "preload/shim.h"
+#include "sync/barrier.h"
+
+namespace parklot::preload {
+namespace {
+
+constexpr uint64_t kTag = 0x7261622e746f6c70ull;  // arbitrary, unlikely
+
+struct BarrierLayout {
+  Barrier barrier;
+  alignas(8) unsigned char unused[8];
+  uint64_t tag;
+};
+static_assert(sizeof(BarrierLayout) <= sizeof(pthread_barrier_t),
+              "fits in pthread_barrier_t");
+static_assert(offsetof(BarrierLayout, tag) == 24, "tag in the last 8 bytes");
+
+BarrierLayout* View(pthread_barrier_t* b) {
+  return reinterpret_cast<BarrierLayout*>(b);
+}
+bool Ours(pthread_barrier_t* b) { return View(b)->tag == kTag; }
+
+}  // namespace
+}  // namespace parklot::preload
+
+using namespace parklot;           // NOLINT
+using namespace parklot::preload;  // NOLINT
+
+extern "C" {
+
+int pthread_barrier_init(pthread_barrier_t* __restrict b,
+                         const pthread_barrierattr_t* __restrict attr,
+                         unsigned count) {
+  int pshared = PTHREAD_PROCESS_PRIVATE;
+  if (attr != nullptr && pthread_barrierattr_getpshared(attr, &pshared) != 0) {
+    return EINVAL;
+  }
+  if (pshared != PTHREAD_PROCESS_PRIVATE) {
+    View(b)->tag = 0;
+    return RealGlibc().barrier_init(b, attr, count);
+  }
+  if (count == 0 || count > Barrier::kMaxCount) return EINVAL;
+  new (&View(b)->barrier) Barrier(count);
+  View(b)->tag = kTag;
+  return 0;
+}
+
+int pthread_barrier_destroy(pthread_barrier_t* b) {
+  if (!Ours(b)) return RealGlibc().barrier_destroy(b);
+  // Waits for threads still on their way out of Wait, as glibc does.
+  View(b)->barrier.~Barrier();
+  View(b)->tag = 0;
+  return 0;
+}
+
+int pthread_barrier_wait(pthread_barrier_t* b) {
+  if (!Ours(b)) return RealGlibc().barrier_wait(b);
+  return View(b)->barrier.Wait() ? PTHREAD_BARRIER_SERIAL_THREAD : 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,111 @@
+// Unnamed POSIX semaphores (sem_init/sem_wait/...) on parklot::Semaphore,
+// in place in glibc's 32-byte sem_t.
+//
+// Bytes 0-15 hold the Semaphore, bytes 24-31 a tag saying "parklot's"
+// (glibc's own semaphore uses only bytes 0-15). Process-shared and named
+// (sem_open) semaphores, and any sem_t not initialized by this sem_init,
+// carry no tag and go to glibc for their whole life.
+#include <errno.h>
+#include <semaphore.h>
+
+#include <new>
+
+#include "preload/shim.h"
+#include "runtime/parking_lot.h"
+#include "sync/semaphore.h"
+
+namespace parklot::preload {
+namespace {
+
+constexpr uint64_t kTag = 0x6d65732e746f6c70ull;  // arbitrary, unlikely
+
+struct SemLayout {
+  Semaphore sem;
+  alignas(8) unsigned char unused[8];
+  uint64_t tag;
+};
+static_assert(sizeof(SemLayout) <= sizeof(sem_t), "fits in sem_t");
+static_assert(offsetof(SemLayout, tag) == 24, "tag in glibc's unused bytes");
+
+SemLayout* View(sem_t* s) { return reinterpret_cast<SemLayout*>(s); }
+bool Ours(sem_t* s) { return View(s)->tag == kTag; }
+
+int Fail(int err) {
+  errno = err;
+  return -1;
+}
+
+// sem_wait and the timed waits: a cancellation point ("shall occur", so
+// checked even when a unit is available, as glibc does), EINTR after a
+// signal handler by the kernel's futex rules.
+int Wait(sem_t* s, const Deadline& deadline) {
+  pthread_testcancel();
+  CancellationPoint cancellation_point;
+  InterruptiblePark interruptible;
+  const int rc = View(s)->sem.AcquireOrInterrupt(deadline);
+  return rc == 0 ? 0 : Fail(rc);
+}
+
+}  // namespace
+}  // namespace parklot::preload
+
+using namespace parklot;           // NOLINT
+using namespace parklot::preload;  // NOLINT
+
+extern "C" {
+
+int sem_init(sem_t* s, int pshared, unsigned value) {
+  if (value > SEM_VALUE_MAX) return Fail(EINVAL);
+  if (pshared != 0) {
+    View(s)->tag = 0;
+    return RealGlibc().sem_init(s, pshared, value);
+  }
+  new (&View(s)->sem) Semaphore(value);
+  View(s)->tag = kTag;
+  return 0;
+}
+
+int sem_destroy(sem_t* s) {
+  if (!Ours(s)) return RealGlibc().sem_destroy(s);
+  View(s)->sem.~Semaphore();
+  View(s)->tag = 0;
+  return 0;
+}
+
+int sem_wait(sem_t* s) {
+  if (!Ours(s)) return RealGlibc().sem_wait(s);
+  return Wait(s, Deadline::Never());
+}
+
+int sem_timedwait(sem_t* __restrict s, const struct timespec* __restrict at) {
+  if (!Ours(s)) return RealGlibc().sem_timedwait(s, at);
+  if (!ValidTimespec(at)) return Fail(EINVAL);
+  return Wait(s, Deadline::FromTimespec(*at, CLOCK_REALTIME));
+}
+
+int sem_clockwait(sem_t* __restrict s, clockid_t clock,
+                  const struct timespec* __restrict at) {
+  if (!Ours(s)) return RealGlibc().sem_clockwait(s, clock, at);
+  if (!ValidClock(clock) || !ValidTimespec(at)) return Fail(EINVAL);
+  return Wait(s, Deadline::FromTimespec(*at, clock));
+}
+
+int sem_trywait(sem_t* s) {
+  if (!Ours(s)) return RealGlibc().sem_trywait(s);
+  return View(s)->sem.TryAcquire() ? 0 : Fail(EAGAIN);
+}
+
+int sem_post(sem_t* s) {
+  if (!Ours(s)) return RealGlibc().sem_post(s);
+  // After Release publishes the unit, a woken waiter may destroy and free
+  // the semaphore; Release touches nothing of it past that point.
+  return View(s)->sem.Release(1) ? 0 : Fail(EOVERFLOW);
+}
+
+int sem_getvalue(sem_t* __restrict s, int* __restrict value) {
+  if (!Ours(s)) return RealGlibc().sem_getvalue(s, value);
+  *value = static_cast<int>(View(s)->sem.value());
+  return 0;
+}
+
+}  // extern "C"
