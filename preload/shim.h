@@ -14,6 +14,7 @@
 #define PARKLOT_PRELOAD_SHIM_H_
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <time.h>
 
 #include <atomic>
@@ -70,6 +71,24 @@ struct Glibc {
                         const struct timespec*);
   int (*cond_signal)(pthread_cond_t*);
   int (*cond_broadcast)(pthread_cond_t*);
+  int (*rwlock_timedrdlock)(pthread_rwlock_t*, const struct timespec*);
+  int (*rwlock_timedwrlock)(pthread_rwlock_t*, const struct timespec*);
+  int (*rwlock_clockrdlock)(pthread_rwlock_t*, clockid_t,
+                            const struct timespec*);
+  int (*rwlock_clockwrlock)(pthread_rwlock_t*, clockid_t,
+                            const struct timespec*);
+  int (*sem_init)(sem_t*, int, unsigned);
+  int (*sem_destroy)(sem_t*);
+  int (*sem_wait)(sem_t*);
+  int (*sem_trywait)(sem_t*);
+  int (*sem_timedwait)(sem_t*, const struct timespec*);
+  int (*sem_clockwait)(sem_t*, clockid_t, const struct timespec*);
+  int (*sem_post)(sem_t*);
+  int (*sem_getvalue)(sem_t*, int*);
+  int (*barrier_init)(pthread_barrier_t*, const pthread_barrierattr_t*,
+                      unsigned);
+  int (*barrier_destroy)(pthread_barrier_t*);
+  int (*barrier_wait)(pthread_barrier_t*);
 };
 const Glibc& RealGlibc();
 
@@ -80,6 +99,10 @@ inline bool ValidTimespec(const struct timespec* ts) {
 inline bool ValidClock(clockid_t clock) {
   return clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC;
 }
+
+// fork() child handler: frees the stand-in mutexes of process-shared
+// condvar waits (cond_shim.cc), which only threads now gone could hold.
+void ResetStandInsInChild();
 
 // Statistics (PARKLOT_STATS=1): whether they are on, and the hooks.
 extern bool g_stats;
