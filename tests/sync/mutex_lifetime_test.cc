@@ -287,5 +287,88 @@ TEST_P(MutexLifetime, CondVarBroadcastToTheLastWaiter) {
   for (auto& th : threads) th.join();
 }
 
+// Notifying without the mutex: the waiters are all parked on the condvar
+// (so only a notify can release them), the notifier sets the predicate,
+// unlocks, then notifies. POSIX lets a woken waiter destroy the condvar at
+// once ("no threads currently blocked"), while the notifier may still be
+// inside NotifyOne/NotifyAll: from the release of the last waiter on,
+// neither may touch the condvar or the mutex.
+struct NotifyOutside {
+  Mutex mu;
+  CondVar cv;
+  int waiting = 0;   // guarded by mu
+  int refs = 0;      // guarded by mu
+  bool done = false; // guarded by mu
+};
+
+TEST_P(MutexLifetime, CondVarNotifiedOutsideTheMutex) {
+  Watchdog dog(absl::Seconds(240), "condvar notified outside the mutex");
+  constexpr int kWaiters = 3;
+  Arena arena(GetParam());
+  const int rounds = static_cast<int>(Scaled(6000, 200));
+  std::atomic<NotifyOutside*> current{nullptr};
+  std::atomic<int> published{-1};
+  std::atomic<int> finished{0};
+  std::atomic<bool> stop{false};
+  auto next = [&](int round) -> NotifyOutside* {
+    while (published.load() < round) {
+      if (stop.load()) return nullptr;
+      std::this_thread::yield();
+    }
+    return current.load();
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kWaiters; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0;; ++round) {
+        NotifyOutside* obj = next(round);
+        if (obj == nullptr) return;
+        obj->mu.Lock();
+        ++obj->waiting;
+        while (!obj->done) obj->cv.Wait(obj->mu);
+        const bool last = --obj->refs == 0;
+        obj->mu.Unlock();
+        if (last) arena.Delete(obj);
+        finished.fetch_add(1);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    for (int round = 0;; ++round) {
+      NotifyOutside* obj = next(round);
+      if (obj == nullptr) return;
+      // Every waiter parked on the condvar: it queued before releasing mu.
+      for (;;) {
+        obj->mu.Lock();
+        if (obj->waiting == kWaiters) break;
+        obj->mu.Unlock();
+        std::this_thread::yield();
+      }
+      obj->done = true;
+      obj->mu.Unlock();
+      // No waiter can leave before these notifies release it; the last
+      // one released may free *obj while we are still inside the call.
+      if (round % 2 == 0) {
+        obj->cv.NotifyAll();
+      } else {
+        for (int i = 0; i < kWaiters; ++i) obj->cv.NotifyOne();
+      }
+      finished.fetch_add(1);
+    }
+  });
+  for (int round = 0; round < rounds; ++round) {
+    NotifyOutside* obj = arena.New<NotifyOutside>();
+    obj->refs = kWaiters;
+    current.store(obj);
+    published.store(round);
+    ASSERT_TRUE(Eventually(
+        [&] { return finished.load() == (round + 1) * (kWaiters + 1); },
+        absl::Seconds(60)))
+        << "round " << round;
+  }
+  stop = true;
+  for (auto& th : threads) th.join();
+}
+
 }  // namespace
 }  // namespace parklot
