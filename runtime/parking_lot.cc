@@ -107,6 +107,29 @@ bool Fair(Bucket* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
   return b->FairTimeoutExpired(MonotonicNanos(), mean);
 }
 
+// A park ending without an unpark (timeout, signal, cancellation): leaves
+// the queue and runs `timed_out(current key, was_last_thread)` under the
+// bucket lock. Returns false, leaving the queue alone, if an unparker
+// released the thread first (it does so under the same bucket lock). A
+// requeue may have moved the thread: its current key is the one used.
+bool LeaveQueue(ThreadData* td, BucketTable& table,
+                absl::FunctionRef<void(uintptr_t, bool)> timed_out) {
+  BucketTable::ReadSection rs(table);
+  Bucket* b = table.LockWaiterBucket(&td->waiter);
+  if (td->parker.load(std::memory_order_acquire) == 0) {
+    b->lock.Unlock();
+    return false;
+  }
+  const uintptr_t current = td->waiter.current_key();
+  Waiter* prev = nullptr;
+  for (Waiter* w = b->head; w != &td->waiter; w = w->next) prev = w;
+  b->Remove(&td->waiter, prev);
+  td->parker.store(0, std::memory_order_relaxed);
+  timed_out(current, !b->HasKey(current, b->head));
+  b->lock.Unlock();
+  return true;
+}
+
 }  // namespace
 
 ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
@@ -141,19 +164,8 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
     ~UnwindGuard() {
       if (!armed) return;
       registry::SetState(td, ThreadState::kRunning);
-      BucketTable::ReadSection rs(table);
-      Bucket* b = table.LockWaiterBucket(&td->waiter);
-      td->unwound_unparked = td->parker.load(std::memory_order_acquire) == 0;
+      td->unwound_unparked = !LeaveQueue(td, table, timed_out);
       td->unwound_token = td->unpark_token;
-      if (!td->unwound_unparked) {
-        const uintptr_t current = td->waiter.current_key();
-        Waiter* prev = nullptr;
-        for (Waiter* w = b->head; w != &td->waiter; w = w->next) prev = w;
-        b->Remove(&td->waiter, prev);
-        td->parker.store(0, std::memory_order_relaxed);
-        timed_out(current, !b->HasKey(current, b->head));
-      }
-      b->lock.Unlock();
     }
   } guard{td, table, timed_out};
   const bool released = SleepOnParker(td, deadline);
@@ -166,19 +178,9 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
   // requeue may have moved us to another key: the callback is told the
   // current one.
   const bool interrupted = td->interrupted;
-  BucketTable::ReadSection rs(table);
-  Bucket* b = table.LockWaiterBucket(&td->waiter);
-  if (td->parker.load(std::memory_order_acquire) == 0) {
-    b->lock.Unlock();
+  if (!LeaveQueue(td, table, timed_out)) {
     return {ParkResult::kUnparked, td->unpark_token};
   }
-  const uintptr_t current = td->waiter.current_key();
-  Waiter* prev = nullptr;
-  for (Waiter* w = b->head; w != &td->waiter; w = w->next) prev = w;
-  b->Remove(&td->waiter, prev);
-  td->parker.store(0, std::memory_order_relaxed);
-  timed_out(current, !b->HasKey(current, b->head));
-  b->lock.Unlock();
   if (interrupted) return {ParkResult::kInterrupted, 0};
   td->counters.Bump(td->counters.timeouts);
   return {ParkResult::kTimedOut, 0};
