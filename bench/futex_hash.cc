@@ -87,6 +87,9 @@ ABSL_FLAG(int, repetitions, 0,
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "Measured wall time of one run, all threads running. 0 = 300ms, or "
           "100ms with --quick.");
+ABSL_FLAG(bool, pin, false,
+          "Pin each worker thread to one CPU, round-robin over the CPUs this "
+          "process may run on (sched_setaffinity).");
 ABSL_FLAG(bool, quick, false,
           "Quick mode: 3 repetitions of 100ms unless --repetitions or "
           "--duration say otherwise.");
@@ -188,10 +191,12 @@ struct Shared {
   alignas(64) std::atomic<bool> stop{false};
   Impl impl = Impl::kKernel;
   int keys = 0;
+  std::vector<int> pin_cpus;  // empty: unpinned
 };
 
 struct alignas(64) Worker {
   Shared* shared = nullptr;
+  int index = 0;
   pthread_t thread{};
   uint64_t ops = 0;
   uint64_t errors = 0;  // waits that did not fail validation as expected
@@ -254,6 +259,13 @@ done:
 
 void* WorkerMain(void* arg) {
   Worker* w = static_cast<Worker*>(arg);
+  const std::vector<int>& cpus = w->shared->pin_cpus;
+  if (!cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpus[static_cast<size_t>(w->index) % cpus.size()], &set);
+    sched_setaffinity(0, sizeof set, &set);
+  }
   if (w->shared->impl == Impl::kKernel) {
     WorkerLoop(w, KernelWait{});
   } else {
@@ -306,6 +318,14 @@ int RunChild(const Configuration& config, int threads, int keys,
   Shared shared;
   shared.impl = config.impl;
   shared.keys = keys;
+  if (absl::GetFlag(FLAGS_pin)) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &set)) shared.pin_cpus.push_back(cpu);
+      }
+    }
+  }
   std::vector<Worker> workers(static_cast<size_t>(threads));
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -314,6 +334,7 @@ int RunChild(const Configuration& config, int threads, int keys,
   int create_error = 0;
   for (Worker& w : workers) {
     w.shared = &shared;
+    w.index = static_cast<int>(&w - workers.data());
     create_error = pthread_create(&w.thread, &attr, WorkerMain, &w);
     if (create_error != 0) break;
     ++started;
@@ -599,6 +620,8 @@ bool WriteJson(const std::string& path, const Plan& plan,
   benchmark::AddCustomContext("keys_per_thread", absl::StrCat(plan.keys));
   benchmark::AddCustomContext("duration", absl::FormatDuration(plan.duration));
   benchmark::AddCustomContext("repetitions", absl::StrCat(plan.repetitions));
+  benchmark::AddCustomContext("pinned",
+                              absl::GetFlag(FLAGS_pin) ? "true" : "false");
   benchmark::AddCustomContext(
       "note",
       "iterations = waits (all threads); real_time = wall ns per wait; "
@@ -758,10 +781,11 @@ int RunParent(const char* argv0) {
   absl::PrintF(
       "futex_hash: perf-bench-futex-hash style storm of waits that fail "
       "validation\n%s %s, %d CPUs usable; %d configurations x %d thread "
-      "counts x %d repetitions of %s, each run in a fresh process\n",
+      "counts x %d repetitions of %s, each run in a fresh process%s\n",
       u.sysname, u.release, AllowedCpus(), plan.configs.size(),
       plan.threads.size(), plan.repetitions,
-      absl::FormatDuration(plan.duration));
+      absl::FormatDuration(plan.duration),
+      absl::GetFlag(FLAGS_pin) ? "; threads pinned round-robin" : "");
   fflush(stdout);
 
   const absl::Duration timeout =
@@ -780,7 +804,9 @@ int RunParent(const char* argv0) {
             {absl::StrCat("--child=", c.name),
              absl::StrCat("--threads=", plan.threads[ti]),
              absl::StrCat("--keys=", plan.keys),
-             absl::StrCat("--duration=", absl::FormatDuration(plan.duration))},
+             absl::StrCat("--duration=", absl::FormatDuration(plan.duration)),
+             absl::StrCat("--pin=",
+                          absl::GetFlag(FLAGS_pin) ? "true" : "false")},
             timeout);
         std::map<std::string, std::string> f;
         const bool parsed = ParseResult(out.stdout_text, &f);
