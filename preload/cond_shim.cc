@@ -1,6 +1,7 @@
 // pthread_cond_* and C11 cnd_* in place on glibc's pthread_cond_t.
 #include <errno.h>
 #include <threads.h>
+#include <unistd.h>
 
 #include "preload/shim.h"
 #include "sync/condvar.h"
@@ -16,10 +17,24 @@ clockid_t ClockOf(const pthread_cond_t* c) {
                                               : CLOCK_REALTIME;
 }
 
+// Whether glibc's unlock of `m`, a mutex glibc owns, fails with EPERM for
+// the calling thread: every kind but the plain normal (and adaptive) one
+// checks the owner, and glibc records the owner's thread id in __owner for
+// all of them.
+bool GlibcUnlockWouldFail(const pthread_mutex_t* m) {
+  const int kind = m->__data.__kind;
+  const int type = kind & kKindMask;
+  const bool checked = (kind & (kKindRobust | kKindPrioInherit)) != 0 ||
+                       type == PTHREAD_MUTEX_RECURSIVE ||
+                       type == PTHREAD_MUTEX_ERRORCHECK;
+  return checked && m->__data.__owner != gettid();
+}
+
 // Waits on a condvar the shim owns. `abstime` == nullptr: no deadline.
 int Wait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime,
          clockid_t clock) {
   if (abstime != nullptr && !ValidTimespec(abstime)) return EINVAL;
+  if (MutexIsGlibcOwned(m) && GlibcUnlockWouldFail(m)) return EPERM;
   // A cancellation point (POSIX): act on a pending cancel before waiting.
   pthread_testcancel();
   if (g_stats) CountOp(Op::kCondWait);
@@ -29,12 +44,14 @@ int Wait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime,
                                 : Deadline::FromTimespec(*abstime, clock);
   if (MutexIsGlibcOwned(m)) {
     // A robust or process-shared mutex with a private condvar: no requeue
-    // onto a lock parklot does not run.
-    return CondVarCore::WaitAny(
-               CondWord(c), [m] { __pthread_mutex_unlock(m); },
-               [m] { __pthread_mutex_lock(m); }, deadline)
-               ? 0
-               : ETIMEDOUT;
+    // onto a lock parklot does not run. As glibc's wait, it returns the
+    // relock's error (EOWNERDEAD, ENOTRECOVERABLE) over its own result.
+    int relock_rc = 0;
+    const bool ok = CondVarCore::WaitAny(
+        CondWord(c), [m] { __pthread_mutex_unlock(m); },
+        [m, &relock_rc] { relock_rc = __pthread_mutex_lock(m); }, deadline);
+    if (relock_rc != 0) return relock_rc;
+    return ok ? 0 : ETIMEDOUT;
   }
   const int kind = m->__data.__kind & ~kKindElision;
   if (kind == kKindDestroyed) return EINVAL;
@@ -52,7 +69,96 @@ int Wait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime,
   return ok ? 0 : ETIMEDOUT;
 }
 
+// A process-shared condvar (glibc's) with a mutex the shim owns. glibc's
+// wait would unlock and relock that mutex with its own lock protocol on our
+// lock word (losing parked waiters and mutual exclusion), so glibc waits
+// on a stand-in instead: a private mutex that only glibc's functions touch,
+// one of a few picked by the condvar's address. The waiter takes the
+// stand-in before it releases the user's mutex, and glibc releases the
+// stand-in only once the waiter is registered on the condvar; signallers in
+// this process take the stand-in too, so one that locked the user's mutex
+// after the waiter released it cannot signal before the waiter is
+// registered. (A signaller in another process cannot hold this process's
+// private mutex, so no such ordering is owed to it.)
+constexpr size_t kStandIns = 64;
+pthread_mutex_t g_stand_ins[kStandIns];  // zero-filled: normal, unlocked
+// Set by the first stand-in wait; until then signallers skip the stand-in.
+std::atomic<bool> g_stand_ins_used{false};
+
+pthread_mutex_t* StandInFor(const pthread_cond_t* c) {
+  return &g_stand_ins[(reinterpret_cast<uintptr_t>(c) *
+                       0x9E3779B97F4A7C15ull) >> 58];
+}
+static_assert(kStandIns == 64, "StandInFor takes 6 bits");
+
+enum class WaitHow { kUntimed, kCondClock, kGivenClock };
+
+int StandInWait(pthread_cond_t* c, pthread_mutex_t* m, WaitHow how,
+                clockid_t clock, const struct timespec* abstime) {
+  // glibc checks the arguments before it touches the mutex.
+  if (how != WaitHow::kUntimed && !ValidTimespec(abstime)) return EINVAL;
+  if (how == WaitHow::kGivenClock && !ValidClock(clock)) return EINVAL;
+  const int kind = m->__data.__kind;
+  if (kind == kKindDestroyed) return EINVAL;
+  std::atomic<uint32_t>* word = MutexWord(m);
+  const int type = kind & ~kKindElision & kKindMask;
+  if ((type == PTHREAD_MUTEX_RECURSIVE || type == PTHREAD_MUTEX_ERRORCHECK) &&
+      !MutexCore::HeldByCurrentThread(word)) {
+    return EPERM;
+  }
+  pthread_mutex_t* stand_in = StandInFor(c);
+  // Published by the unlock below to whoever locks the mutex next.
+  if (!g_stand_ins_used.load(std::memory_order_relaxed)) {
+    g_stand_ins_used.store(true, std::memory_order_release);
+  }
+  __pthread_mutex_lock(stand_in);
+  // As in Wait: a recursive mutex is released fully, its depth restored.
+  const unsigned depth = m->__data.__count;
+  MutexCore::Unlock(word);
+  // Also when thread cancellation unwinds out of glibc's wait (glibc's
+  // cleanup has re-taken the stand-in): the user's mutex is held again
+  // before the program's cleanup handlers run.
+  struct Relock {
+    pthread_mutex_t* stand_in;
+    pthread_mutex_t* m;
+    unsigned depth;
+    int type;
+    ~Relock() {
+      __pthread_mutex_unlock(stand_in);
+      MutexCore::Lock(MutexWord(m), MutexEma(m));
+      if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = depth;
+    }
+  } relock{stand_in, m, depth, type};
+  switch (how) {
+    case WaitHow::kUntimed:
+      return RealGlibc().cond_wait(c, stand_in);
+    case WaitHow::kCondClock:
+      return RealGlibc().cond_timedwait(c, stand_in, abstime);
+    case WaitHow::kGivenClock:
+      break;
+  }
+  return RealGlibc().cond_clockwait(c, stand_in, clock, abstime);
+}
+
+// glibc's signal or broadcast on a process-shared condvar, ordered against
+// stand-in waiters (see StandInWait).
+int GlibcNotify(pthread_cond_t* c, int (*notify)(pthread_cond_t*)) {
+  if (!g_stand_ins_used.load(std::memory_order_acquire)) return notify(c);
+  pthread_mutex_t* stand_in = StandInFor(c);
+  __pthread_mutex_lock(stand_in);
+  const int rc = notify(c);
+  __pthread_mutex_unlock(stand_in);
+  return rc;
+}
+
 }  // namespace
+
+// fork(): a stand-in held by another thread of the parent would stay held
+// in the child for ever.
+void ResetStandInsInChild() {
+  for (pthread_mutex_t& m : g_stand_ins) m = PTHREAD_MUTEX_INITIALIZER;
+}
+
 }  // namespace parklot::preload
 
 using namespace parklot;           // NOLINT
@@ -73,13 +179,23 @@ int pthread_cond_destroy(pthread_cond_t* c) {
 }
 
 int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m) {
-  if (CondIsGlibcOwned(c)) return RealGlibc().cond_wait(c, m);
+  if (CondIsGlibcOwned(c)) {
+    if (!MutexIsGlibcOwned(m)) {
+      return StandInWait(c, m, WaitHow::kUntimed, CLOCK_REALTIME, nullptr);
+    }
+    return RealGlibc().cond_wait(c, m);
+  }
   return Wait(c, m, nullptr, CLOCK_REALTIME);
 }
 
 int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m,
                            const struct timespec* abstime) {
-  if (CondIsGlibcOwned(c)) return RealGlibc().cond_timedwait(c, m, abstime);
+  if (CondIsGlibcOwned(c)) {
+    if (!MutexIsGlibcOwned(m)) {
+      return StandInWait(c, m, WaitHow::kCondClock, CLOCK_REALTIME, abstime);
+    }
+    return RealGlibc().cond_timedwait(c, m, abstime);
+  }
   if (abstime == nullptr) return EINVAL;
   return Wait(c, m, abstime, ClockOf(c));
 }
@@ -87,6 +203,9 @@ int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m,
 int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m,
                            clockid_t clock, const struct timespec* abstime) {
   if (CondIsGlibcOwned(c)) {
+    if (!MutexIsGlibcOwned(m)) {
+      return StandInWait(c, m, WaitHow::kGivenClock, clock, abstime);
+    }
     return RealGlibc().cond_clockwait(c, m, clock, abstime);
   }
   if (!ValidClock(clock) || abstime == nullptr) return EINVAL;
@@ -94,14 +213,14 @@ int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m,
 }
 
 int pthread_cond_signal(pthread_cond_t* c) {
-  if (CondIsGlibcOwned(c)) return RealGlibc().cond_signal(c);
+  if (CondIsGlibcOwned(c)) return GlibcNotify(c, RealGlibc().cond_signal);
   if (g_stats) CountOp(Op::kCondSignal);
   CondVarCore::NotifyOne(CondWord(c));
   return 0;
 }
 
 int pthread_cond_broadcast(pthread_cond_t* c) {
-  if (CondIsGlibcOwned(c)) return RealGlibc().cond_broadcast(c);
+  if (CondIsGlibcOwned(c)) return GlibcNotify(c, RealGlibc().cond_broadcast);
   if (g_stats) CountOp(Op::kCondBroadcast);
   CondVarCore::NotifyAll(CondWord(c));
   return 0;

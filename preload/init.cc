@@ -20,6 +20,7 @@ void AtExit() { PrintStatsReport(); }
 // first use and glibc entry points resolve on first need.
 __attribute__((constructor)) void Init() {
   RealGlibc();
+  pthread_atfork(nullptr, nullptr, ResetStandInsInChild);
   if (GetConfig().stats) {
     EnableLockStats();
     atexit(AtExit);

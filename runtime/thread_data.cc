@@ -115,26 +115,51 @@ void OnThreadExit(void*) {
   t_registered = false;
 }
 
+// Held around a thread's registration with liburcu-bp, and by fork():
+// urcu's registration takes its init_lock, which urcu's own fork handlers
+// do not take, so a fork while another thread registered would leave
+// init_lock held in the child, where every new thread would then hang in
+// its first park (or its first lock, under the shim).
+BucketLock g_rcu_registration;
+// Whether ForkPrepare took the locks (g_init may turn 2 meanwhile).
+bool g_fork_locked = false;
+
 // fork(): see BucketTable::LockAllForFork. Registered at load time, so
 // these run innermost: after the program's prepare handlers (which may
 // lock parklot mutexes) and before its parent/child handlers.
+//
+// liburcu-bp's fork handlers lock and unlock its mutexes, pthread mutexes
+// that under the preload shim run on this very lot: a contended one parks
+// or unparks, which takes a bucket lock. So they run while the lot works:
+// urcu's locks are taken before the bucket locks and released after them
+// (the order threads use too: a thread holding an urcu lock may take a
+// bucket lock, never the reverse). The other order self-deadlocks the
+// forking thread on a bucket it holds as soon as a thread registering
+// with urcu (a new thread's first lock) contends for urcu's lock.
 void ForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (g_init.load(std::memory_order_acquire) != 2) return;
+  // Registered first: urcu's handler below locks pthread mutexes, and
+  // registering then would wait for g_rcu_registration, held by us.
+  CurrentThreadData();
+  g_rcu_registration.Lock();
+  urcu_bp_before_fork();
   Reg().lock.Lock();
   reinterpret_cast<BucketTable*>(g_table_storage)->LockAllForFork();
-  urcu_bp_before_fork();
+  g_fork_locked = true;
 }
 
 void ForkParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (g_init.load(std::memory_order_acquire) != 2) return;
-  urcu_bp_after_fork_parent();
+  if (!g_fork_locked) return;
+  g_fork_locked = false;
   reinterpret_cast<BucketTable*>(g_table_storage)->UnlockAllAfterFork();
   Reg().lock.Unlock();
+  urcu_bp_after_fork_parent();
+  g_rcu_registration.Unlock();
 }
 
 void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (g_init.load(std::memory_order_acquire) != 2) return;
-  urcu_bp_after_fork_child();
+  if (!g_fork_locked) return;
+  g_fork_locked = false;
   reinterpret_cast<BucketTable*>(g_table_storage)->ResetInChildAfterFork();
   // Only this thread lives on: every other slot is free again.
   Registry& r = Reg();
@@ -150,6 +175,8 @@ void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   r.live.store(t_registered ? 1 : 0, std::memory_order_relaxed);
   r.parked.store(0, std::memory_order_relaxed);
   r.lock.Unlock();
+  urcu_bp_after_fork_child();
+  g_rcu_registration.Unlock();
 }
 
 __attribute__((constructor)) void RegisterForkHandlers() {
@@ -193,7 +220,9 @@ ThreadData* internal::RegisterCurrentThread() {
   t_registered = true;
   // After t_registered: registering with liburcu may lock a pthread mutex,
   // which under the shim may park, which needs this thread's data.
+  g_rcu_registration.Lock();
   BucketTable::RegisterRcuReader();
+  g_rcu_registration.Unlock();
   table.MaybeGrow(live);
   return td;
 }
