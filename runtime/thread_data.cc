@@ -214,12 +214,14 @@ ThreadData* internal::RegisterCurrentThread() {
   r.lock.Unlock();
   r.registered.fetch_add(1, std::memory_order_relaxed);
   const size_t live = r.live.fetch_add(1, std::memory_order_relaxed) + 1;
-  // pthread_setspecific for a low key uses the thread's static block: no
-  // allocation. The value only needs to be non-null to run the destructor.
-  pthread_setspecific(r.exit_key, td);
+  // Registered from here on: what follows may lock pthread mutexes, which
+  // under the shim are this lot's and need this thread's data. glibc's
+  // pthread_setspecific allocates (calloc, whose malloc may take a mutex)
+  // when the program created 32 keys before ours; liburcu's registration
+  // takes its pthread mutex. Neither may re-enter registration.
   t_registered = true;
-  // After t_registered: registering with liburcu may lock a pthread mutex,
-  // which under the shim may park, which needs this thread's data.
+  // The value only needs to be non-null to run the exit destructor.
+  pthread_setspecific(r.exit_key, td);
   g_rcu_registration.Lock();
   BucketTable::RegisterRcuReader();
   g_rcu_registration.Unlock();
