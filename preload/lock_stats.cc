@@ -129,6 +129,10 @@ std::string StatsReport() {
       }
     }
   }
+  if (top[0] == nullptr) {
+    out += "most contended locks: none (no acquisition had to wait)\n";
+    return out;
+  }
   out += "most contended locks:\n";
   absl::StrAppendFormat(&out, "  %-18s %12s %12s %14s  %s\n", "lock",
                         "acquired", "contended", "wait ms", "first caller");
