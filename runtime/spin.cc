@@ -20,6 +20,12 @@ bool ShouldSpin(uint32_t owner_slot) {
   return runnable <= registry::AllowedCpus();
 }
 
+int SpinBudgetFor(uint32_t owner_slot, int32_t ema) {
+  if (GetConfig().spin == SpinMode::kOff) return 0;
+  if (registry::StateOf(owner_slot) == ThreadState::kParked) return 0;
+  return ShouldSpin(owner_slot) ? SpinBudget(ema) : kOversubscribedProbeRounds;
+}
+
 int SpinBudget(int32_t ema) {
   const Config& c = GetConfig();
   if (c.spin == SpinMode::kFixed) return c.spin_budget;

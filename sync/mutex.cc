@@ -55,9 +55,8 @@ bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
     // held longer than a spin before) and the spin policy says it can pay.
     if (!(w & kParked)) {
       if (budget < 0) {
-        budget = ShouldSpin(OwnerOf(w)) ? SpinBudget(ema->load(
-                                              std::memory_order_relaxed))
-                                        : 0;
+        budget = SpinBudgetFor(OwnerOf(w),
+                               ema->load(std::memory_order_relaxed));
         if (budget > 0) td->counters.Bump(td->counters.spins);
       }
       if (round < budget) {
