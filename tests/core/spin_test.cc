@@ -66,6 +66,11 @@ TEST(ShouldSpin, NotOnAParkedOwner) {
   ASSERT_TRUE(coretest::WaitFor(
       [&] { return registry::StateOf(slot) == ThreadState::kParked; }));
   EXPECT_FALSE(ShouldSpin(slot));
+  // A parked owner gets no spin at all, not even the probe.
+  EXPECT_EQ(SpinBudgetFor(slot, kMaxSpinRounds * 8), 0);
+  // A running owner on an idle machine gets the full adaptive budget.
+  EXPECT_EQ(SpinBudgetFor(CurrentSlot(), kMaxSpinRounds * 8),
+            SpinBudget(kMaxSpinRounds * 8));
   UnparkAll(KeyOf(&key));
   owner.Join();
 }
@@ -90,6 +95,10 @@ TEST(ShouldSpin, NotWhenRunnableThreadsOutnumberCpus) {
   }
   ASSERT_TRUE(coretest::WaitFor([&] { return registered.load() == cpus + 1; }));
   EXPECT_FALSE(ShouldSpin(kNoSlot));
+  // Oversubscribed, with a running owner: only the short probe.
+  EXPECT_EQ(SpinBudgetFor(kNoSlot, kMaxSpinRounds * 8),
+            kOversubscribedProbeRounds);
+  EXPECT_EQ(SpinBudgetFor(CurrentSlot(), 0), kOversubscribedProbeRounds);
   leave.Notify();
   for (auto& t : threads) t.join();
   EXPECT_TRUE(ShouldSpin(kNoSlot));
