@@ -1,4 +1,9 @@
 // Per-thread state of the parking lot and the thread registry.
+//
+// Thread-safety: a ThreadData is written by its own thread, except for the
+// fields documented as guarded by a bucket lock; the registry functions may
+// be called from any thread and never block on the lot (they read relaxed
+// atomics, so counts are snapshots).
 #ifndef PARKLOT_RUNTIME_THREAD_DATA_H_
 #define PARKLOT_RUNTIME_THREAD_DATA_H_
 
@@ -11,8 +16,10 @@
 
 namespace parklot {
 
-// What a registered thread is doing, as lock waiters see it.
-enum class ThreadState : uint8_t { kRunning = 0, kSpinning = 1, kParked = 2 };
+// What a registered thread is doing, as lock waiters see it. Owner-aware
+// spinning only asks "is the owner parked?", so spinning is not published
+// (it would cost a shared store per spin phase for no reader).
+enum class ThreadState : uint8_t { kRunning = 0, kParked = 2 };
 
 // Slot ids are small positive integers; 0 means "no thread".
 inline constexpr uint32_t kNoSlot = 0;
@@ -34,7 +41,8 @@ struct ThreadCounters {
 };
 
 // A thread's parking state. Lives in static TLS (no heap, no constructor);
-// set up at the thread's first park.
+// set up at the thread's first use of the lot: its first park, unpark or
+// parklot lock operation (locks record their owner's slot).
 struct ThreadData {
   Waiter waiter;  // key and queue link, guarded by the bucket lock
   // The parker: 0 released, 1 queued, 2 queued and asleep in the kernel.
@@ -105,23 +113,29 @@ void WakeParker(ThreadData* td);
 // The registry of threads that have used the parking lot.
 namespace registry {
 
-// Threads registered and not yet exited.
+// Threads registered and not yet exited (0 before the lot's first use).
 size_t LiveThreads();
-// Registered threads currently parked (approximate while it changes).
+// Registered threads currently parked (a snapshot while it changes).
 size_t ParkedThreads();
-// CPUs in the process's affinity mask at start-up.
+// CPUs in the process's affinity mask at start-up (>= 1). Initializes the
+// lot if needed.
 size_t AllowedCpus();
-// State of the thread in `slot` (kRunning for kNoSlot or a free slot).
+// State of the thread in `slot` (kRunning for kNoSlot, a free slot or an
+// out-of-range one). A snapshot: the thread may change state at once.
 ThreadState StateOf(uint32_t slot);
-// Publishes the calling thread's state (slow paths only).
+// Publishes `td`'s state and keeps ParkedThreads() in step. Called by the
+// thread owning `td`, on slow paths only (one shared atomic RMW).
 void SetState(ThreadData* td, ThreadState state);
-// Total threads ever registered, and the highest slot id handed out.
+// Total threads ever registered (exited ones included).
 uint64_t ThreadsRegistered();
+// The highest slot id handed out so far; bounded by the peak number of
+// live threads, since exited threads' slots are reused.
 uint32_t HighestSlot();
 
 }  // namespace registry
 
-// The process's table, created on first use from GetConfig().
+// The process's table, created on first use from GetConfig() (which fixes
+// the configuration). Thread-safe; never allocates heap memory.
 BucketTable& GlobalTable();
 
 }  // namespace parklot

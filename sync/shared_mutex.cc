@@ -80,6 +80,30 @@ void ClearParkedIfLast(std::atomic<uint64_t>* word, bool was_last) {
   if (was_last) word->fetch_and(~Core::kParked, std::memory_order_relaxed);
 }
 
+// Sets the parked bit (unless the word moved on since `w` was read) and
+// parks on the word while `blocked` holds. A lost race on the bit returns
+// kInvalid, as a failed validation does: the caller re-reads and retries.
+template <typename Blocked>
+ParkResult MarkParkedAndPark(std::atomic<uint64_t>* word, uint64_t w,
+                             Blocked blocked, ParkToken token,
+                             const Deadline& deadline) {
+  if (!(w & Core::kParked) &&
+      !word->compare_exchange_weak(w, w | Core::kParked,
+                                   std::memory_order_relaxed,
+                                   std::memory_order_relaxed)) {
+    return {ParkResult::kInvalid, 0};
+  }
+  return Park(
+      KeyOf(word),
+      [&] {
+        const uint64_t v = word->load(std::memory_order_relaxed);
+        return blocked(v) && (v & Core::kParked);
+      },
+      [] {},
+      [word](uintptr_t, bool was_last) { ClearParkedIfLast(word, was_last); },
+      token, deadline);
+}
+
 }  // namespace
 
 int SharedMutexCore::TryLock(std::atomic<uint64_t>* word) {
@@ -136,22 +160,8 @@ int SharedMutexCore::LockSlow(std::atomic<uint64_t>* word,
       spun = true;
       if (SpinWhile(word, ema, blocked)) continue;
     }
-    if (!(w & kParked)) {
-      if (!word->compare_exchange_weak(w, w | kParked,
-                                       std::memory_order_relaxed,
-                                       std::memory_order_relaxed)) {
-        continue;
-      }
-    }
-    const ParkResult r = Park(
-        KeyOf(word),
-        [&] {
-          const uint64_t v = word->load(std::memory_order_relaxed);
-          return blocked(v) && (v & kParked);
-        },
-        [] {},
-        [word](uintptr_t, bool was_last) { ClearParkedIfLast(word, was_last); },
-        MakeParkToken(true, self), deadline);
+    const ParkResult r = MarkParkedAndPark(word, w, blocked,
+                                           MakeParkToken(true, self), deadline);
     if (r.unparked() && r.token == kTokenExclusive) {
       // Handed over with our slot in the owner field.
       (void)word->load(std::memory_order_acquire);
@@ -244,22 +254,8 @@ int SharedMutexCore::LockSharedSlow(std::atomic<uint64_t>* word,
       spun = true;
       if (SpinWhile(word, ema, blocked)) continue;
     }
-    if (!(w & kParked)) {
-      if (!word->compare_exchange_weak(w, w | kParked,
-                                       std::memory_order_relaxed,
-                                       std::memory_order_relaxed)) {
-        continue;
-      }
-    }
-    const ParkResult r = Park(
-        KeyOf(word),
-        [&] {
-          const uint64_t v = word->load(std::memory_order_relaxed);
-          return blocked(v) && (v & kParked);
-        },
-        [] {},
-        [word](uintptr_t, bool was_last) { ClearParkedIfLast(word, was_last); },
-        MakeParkToken(false, self), deadline);
+    const ParkResult r = MarkParkedAndPark(word, w, blocked,
+                                           MakeParkToken(false, self), deadline);
     if (r.unparked() && r.token == kTokenShared) {
       (void)word->load(std::memory_order_acquire);
       return 0;
