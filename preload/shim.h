@@ -10,6 +10,7 @@
 //                    __wrefs  glibc's attribute bits: 1 pshared, 2 monotonic
 // Objects whose kind glibc alone implements (process-shared, robust,
 // priority-inherit/protect) go to glibc's own functions for their life.
+// Every entry point is thread-safe as its POSIX counterpart is.
 #ifndef PARKLOT_PRELOAD_SHIM_H_
 #define PARKLOT_PRELOAD_SHIM_H_
 
