@@ -184,7 +184,53 @@ BucketTable::ReadSection::~ReadSection() {
   }
 }
 
+namespace {
+// Lock sections of the calling thread (see InLockSection). Initial-exec:
+// a handler must reach them without __tls_get_addr's lazy allocation.
+__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_sections;
+__attribute__((tls_model("initial-exec"))) thread_local bool t_exit_hook_due;
+std::atomic<void (*)()> g_section_exit_hook{nullptr};
+
+// Opens a section before the lock instruction, so that a handler arriving
+// while the lock is being taken already sees it.
+void EnterSection() {
+  ++t_sections;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
+// Closes a section after the unlock instruction; at the outermost one runs
+// what handlers deferred meanwhile. A handler arriving after the decrement
+// sees no section and does its own work.
+void LeaveSection() {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (--t_sections != 0) return;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (t_exit_hook_due) {
+    t_exit_hook_due = false;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (auto hook = g_section_exit_hook.load(std::memory_order_acquire)) hook();
+  }
+}
+}  // namespace
+
+bool BucketTable::InLockSection() { return t_sections != 0; }
+
+void BucketTable::SetSectionExitHook(void (*hook)()) {
+  g_section_exit_hook.store(hook, std::memory_order_release);
+}
+
+void BucketTable::RequestSectionExitHook() {
+  t_exit_hook_due = true;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
+void BucketTable::UnlockBucket(Bucket* b) {
+  b->lock.Unlock();
+  LeaveSection();
+}
+
 Bucket* BucketTable::LockBucket(uintptr_t key) const {
+  EnterSection();
   for (;;) {
     // seq_cst (a plain load on x86) pairs with the pin count in MaybeGrow.
     Table* t = table_.load(std::memory_order_seq_cst);
@@ -198,17 +244,34 @@ Bucket* BucketTable::LockBucket(uintptr_t key) const {
   }
 }
 
+Bucket* BucketTable::LockBucketAt(size_t index, size_t* size) const {
+  EnterSection();
+  for (;;) {
+    Table* t = table_.load(std::memory_order_seq_cst);
+    *size = t->size;
+    if (index >= t->size) {
+      LeaveSection();
+      return nullptr;
+    }
+    Bucket* b = &t->buckets()[index];
+    b->lock.Lock();
+    if (table_.load(std::memory_order_relaxed) == t) return b;
+    b->lock.Unlock();
+  }
+}
+
 Bucket* BucketTable::LockWaiterBucket(const Waiter* w) const {
   for (;;) {
     const uintptr_t key = w->current_key();
     Bucket* b = LockBucket(key);
     if (w->current_key() == key) return b;
-    b->lock.Unlock();
+    UnlockBucket(b);
   }
 }
 
 std::pair<Bucket*, Bucket*> BucketTable::LockBucketPair(uintptr_t a,
                                                         uintptr_t b) const {
+  EnterSection();
   for (;;) {
     Table* t = table_.load(std::memory_order_seq_cst);
     const size_t ia = IndexOf(t, a);
@@ -230,10 +293,12 @@ std::pair<Bucket*, Bucket*> BucketTable::LockBucketPair(uintptr_t a,
 void BucketTable::UnlockBucketPair(std::pair<Bucket*, Bucket*> pair) {
   pair.first->lock.Unlock();
   if (pair.second != pair.first) pair.second->lock.Unlock();
+  LeaveSection();
 }
 
 void BucketTable::LockAllForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   grow_lock_.Lock();
+  EnterSection();
   Table* t = table_.load(std::memory_order_acquire);
   for (size_t i = 0; i < t->size; ++i) t->buckets()[i].lock.Lock();
 }
@@ -241,6 +306,7 @@ void BucketTable::LockAllForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 void BucketTable::UnlockAllAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   Table* t = table_.load(std::memory_order_acquire);
   for (size_t i = 0; i < t->size; ++i) t->buckets()[i].lock.Unlock();
+  LeaveSection();
   grow_lock_.Unlock();
 }
 
@@ -252,6 +318,7 @@ void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     b.lock.Unlock();
   }
   pins_.store(0, std::memory_order_relaxed);
+  LeaveSection();
   grow_lock_.Unlock();
 }
 
@@ -289,6 +356,7 @@ bool BucketTable::MaybeGrow(size_t live_threads)
   }
   Table* fresh = AllocateTable(target);
   Bucket* old_buckets = old->buckets();
+  EnterSection();
   for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Lock();
   // Old buckets are visited in index order and each queue front to back, so
   // waiters of one key (all in one old bucket) keep their FIFO order.
@@ -310,6 +378,7 @@ bool BucketTable::MaybeGrow(size_t live_threads)
   }
   growths_.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Unlock();
+  LeaveSection();
   grow_lock_.Unlock();
 
   // Threads that loaded `old` may still be spinning on its locks inside

@@ -132,9 +132,36 @@ class BucketTable {
   // thread, outside any ReadSection; idempotent.
   static void RegisterRcuReader();
 
+  // Lock sections and signal handlers (DESIGN.md invariant 6). Every
+  // function below that returns locked buckets opens a lock section on the
+  // calling thread, and the matching unlock closes it; the thread's section
+  // depth is counted in thread-local storage from before the first lock
+  // instruction to after the last unlock. A signal handler that interrupts
+  // its thread inside a section must not take a bucket lock (the thread
+  // may hold the very bucket it needs): it asks InLockSection(), queues its
+  // work, and calls RequestSectionExitHook(); the hook then runs on the
+  // thread as soon as its outermost section closes (the kernel's wake
+  // queues defer wakes the same way). All three are async-signal-safe.
+
+  // True while the calling thread is inside a lock section.
+  static bool InLockSection();
+  // Installs the process's section-exit hook (once, at start-up; the
+  // runtime's deferred-unpark runner). Not async-signal-safe.
+  static void SetSectionExitHook(void (*hook)());
+  // Makes the hook run when the calling thread's outermost lock section
+  // closes. Call only while InLockSection().
+  static void RequestSectionExitHook();
+
   // Returns the bucket for `key` in the current table, locked. Requires an
-  // active ReadSection.
+  // active ReadSection. Close with UnlockBucket.
   Bucket* LockBucket(uintptr_t key) const;
+  // Returns bucket `index` of the current table, locked, and its size in
+  // `*size`; nullptr (nothing locked) if index >= *size. For walks over
+  // every bucket. Requires an active ReadSection. Close with UnlockBucket.
+  Bucket* LockBucketAt(size_t index, size_t* size) const;
+  // Unlocks a bucket returned by LockBucket, LockBucketAt or
+  // LockWaiterBucket.
+  static void UnlockBucket(Bucket* b);
 
   // Locks the bucket of `w`'s current key, retrying if a requeue changes
   // the key meanwhile. Requires an active ReadSection.
@@ -158,6 +185,7 @@ class BucketTable {
   // fork: release them. In the child: only the forking thread exists, so
   // every queued waiter is a ghost of a parent thread; empty every queue
   // and release every lock.
+  // (The fork functions open and close one lock section.)
   void LockAllForFork();
   void UnlockAllAfterFork();
   void ResetInChildAfterFork();

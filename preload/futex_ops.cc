@@ -137,20 +137,14 @@ long Wait(uint32_t* uaddr, uint32_t val, const timespec* ts, bool relative,
 
 long Wake(long uaddr, int op, int nr, uint32_t bitset) {
   const size_t limit = WakeLimit(nr);
-  size_t woken = 0;
-  const UnparkResult r = UnparkFilter(
-      KeyOf(Word(uaddr)),
-      [&woken, limit, bitset](ParkToken token) {
-        if (woken >= limit) return FilterOp::kStop;
-        if ((static_cast<uint32_t>(token) & bitset) == 0) return FilterOp::kSkip;
-        ++woken;
-        return FilterOp::kUnpark;
-      },
-      [](UnparkResult) { return kDefaultUnparkToken; });
-  long total = static_cast<long>(r.unparked_threads);
-  if (r.unparked_threads < limit) {
-    total += Forward(uaddr, op, static_cast<long>(limit - r.unparked_threads),
-                     0, 0, bitset);
+  // Async-signal-safe, as the kernel's FUTEX_WAKE: from a handler that
+  // interrupted this thread inside a lock section the lot's part is
+  // deferred to the section's end and counts 0 here.
+  const size_t woken =
+      UnparkUpTo(KeyOf(Word(uaddr)), limit, static_cast<ParkToken>(bitset));
+  long total = static_cast<long>(woken);
+  if (woken < limit) {
+    total += Forward(uaddr, op, static_cast<long>(limit - woken), 0, 0, bitset);
   }
   return total;
 }

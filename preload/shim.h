@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <time.h>
 
 #include <atomic>
@@ -90,6 +91,7 @@ struct Glibc {
                       unsigned);
   int (*barrier_destroy)(pthread_barrier_t*);
   int (*barrier_wait)(pthread_barrier_t*);
+  int (*sigaction)(int, const struct sigaction*, struct sigaction*);
 };
 const Glibc& RealGlibc();
 

@@ -41,11 +41,17 @@ class WakeList {
   size_t n_ = 0;
 };
 
-// Unlinks every waiter on `key` for which `take(td)` returns true (scanning
-// in FIFO order, stopping when it returns false with *stop set) into a
-// chain linked through `next`, in FIFO order. Returns the chain head.
+// Unlinks every waiter on `key` for which `take(td, &stop)` returns true
+// (scanning in FIFO order, stopping when it sets *stop) into a chain linked
+// through `next`, in FIFO order, and returns the chain head. With `claim`
+// (the chain is to be woken, perhaps handed a resource), each waiter is
+// claimed before `take` sees it. A waiter that a signal handler runs on
+// (kParkerAway) is never offered to `take`: it may never come back to its
+// wait, so it is unlinked and released at once with the default token
+// into `wakes`, and the scan goes on to the next waiter.
 template <typename Take>
-Waiter* TakeWaiters(Bucket* b, uintptr_t key, Take take, size_t* count)
+Waiter* TakeWaiters(Bucket* b, uintptr_t key, bool claim, Take take,
+                    size_t* count, WakeList* wakes)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
   Waiter* chain_head = nullptr;
   Waiter* chain_tail = nullptr;
@@ -53,27 +59,53 @@ Waiter* TakeWaiters(Bucket* b, uintptr_t key, Take take, size_t* count)
   Waiter* w = b->head;
   while (w != nullptr) {
     Waiter* next = w->next;
-    if (w->current_key() == key) {
-      bool stop = false;
-      if (take(DataOf(w), &stop)) {
-        b->Remove(w, prev);
-        if (chain_tail == nullptr) {
-          chain_head = w;
-        } else {
-          chain_tail->next = w;
-        }
-        chain_tail = w;
-        ++*count;
-        w = next;
-        if (stop) break;
-        continue;
-      }
-      if (stop) break;
+    if (w->current_key() != key) {
+      prev = w;
+      w = next;
+      continue;
     }
+    ThreadData* td = DataOf(w);
+    const bool away =
+        claim ? !ClaimParker(td)
+              : (td->parker.load(std::memory_order_relaxed) & kParkerAway) != 0;
+    if (away) {
+      b->Remove(w, prev);
+      wakes->Release(td, kDefaultUnparkToken);
+      w = next;
+      continue;
+    }
+    bool stop = false;
+    if (take(td, &stop)) {
+      b->Remove(w, prev);
+      if (chain_tail == nullptr) {
+        chain_head = w;
+      } else {
+        chain_tail->next = w;
+      }
+      chain_tail = w;
+      ++*count;
+      w = next;
+      if (stop) break;
+      continue;
+    }
+    if (claim) td->parker.fetch_and(~kParkerClaimed, std::memory_order_relaxed);
+    if (stop) break;
     prev = w;
     w = next;
   }
   return chain_head;
+}
+
+// Moves every thread in `chain` to `to`'s queue in `bt`, in order. They
+// stay parked: only their key and queue change.
+void MoveChain(Waiter* chain, uintptr_t to, Bucket* bt)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(bt->lock) {
+  while (chain != nullptr) {
+    Waiter* next = chain->next;
+    chain->key.store(to, std::memory_order_relaxed);
+    bt->Enqueue(chain);
+    chain = next;
+  }
 }
 
 // Releases every thread in `chain` with `token`.
@@ -86,17 +118,28 @@ void ReleaseChain(Waiter* chain, UnparkToken token, WakeList* wakes) {
   }
 }
 
-// Unlinks up to `limit` (>= 1) waiters on `key`, FIFO, as TakeWaiters.
-Waiter* TakeUpTo(Bucket* b, uintptr_t key, size_t limit, size_t* count)
+// Unlinks up to `limit` (>= 1) waiters on `key` whose park token shares a
+// bit with `token_mask` (any waiter for kAnyParkToken), FIFO, as
+// TakeWaiters.
+Waiter* TakeUpTo(Bucket* b, uintptr_t key, bool claim, size_t limit,
+                 ParkToken token_mask, size_t* count, WakeList* wakes)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
   size_t taken = 0;
   return TakeWaiters(
-      b, key,
-      [&taken, limit](ThreadData*, bool* stop) {
+      b, key, claim,
+      [&taken, limit, token_mask](ThreadData* td, bool* stop) {
+        if (token_mask != kAnyParkToken && (td->park_token & token_mask) == 0) {
+          return false;
+        }
         if (++taken >= limit) *stop = true;
         return true;
       },
-      count);
+      count, wakes);
+}
+
+// Adds `n` to one of the calling thread's counters (relaxed, no RMW).
+void Count(std::atomic<uint64_t>& c, uint64_t n) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
 bool Fair(Bucket* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
@@ -117,7 +160,7 @@ bool LeaveQueue(ThreadData* td, BucketTable& table,
   BucketTable::ReadSection rs(table);
   Bucket* b = table.LockWaiterBucket(&td->waiter);
   if (td->parker.load(std::memory_order_acquire) == 0) {
-    b->lock.Unlock();
+    BucketTable::UnlockBucket(b);
     return false;
   }
   const uintptr_t current = td->waiter.current_key();
@@ -126,11 +169,102 @@ bool LeaveQueue(ThreadData* td, BucketTable& table,
   b->Remove(&td->waiter, prev);
   td->parker.store(0, std::memory_order_relaxed);
   timed_out(current, !b->HasKey(current, b->head));
-  b->lock.Unlock();
+  BucketTable::UnlockBucket(b);
   return true;
 }
 
+// Wakes every thread parked anywhere (the deferred-unpark overflow: more
+// distinct keys than a thread can hold). Each receives the default token,
+// which every primitive takes as a spurious wake-up. A table growth moves
+// waiters between indices, so the walk repeats until the size holds still.
+void UnparkEveryone() {
+  BucketTable& table = GlobalTable();
+  for (;;) {
+    size_t size = 0;
+    for (size_t i = 0;; ++i) {
+      WakeList wakes;
+      {
+        BucketTable::ReadSection rs(table);
+        Bucket* b = table.LockBucketAt(i, &size);
+        if (b == nullptr) break;
+        while (b->head != nullptr) {
+          size_t n = 0;
+          ReleaseChain(TakeWaiters(
+                           b, b->head->current_key(), /*claim=*/true,
+                           [](ThreadData*, bool*) { return true; }, &n,
+                           &wakes),
+                       kDefaultUnparkToken, &wakes);
+        }
+        BucketTable::UnlockBucket(b);
+      }
+      wakes.Flush();
+    }
+    if (table.bucket_count() == size) return;
+  }
+}
+
+// The section-exit hook (BucketTable::SetSectionExitHook): runs the unparks
+// that signal handlers deferred while this thread was in a lock section.
+// Runs outside any section, so handlers arriving meanwhile do their own
+// work instead of deferring; those that interrupt the UnparkUpTo below,
+// inside its section, defer again and this hook runs again, nested.
+void RunDeferredUnparks() {
+  ThreadData* td = &internal::t_data;
+  for (DeferredUnpark& d : td->deferred) {
+    const uintptr_t key = d.key.load(std::memory_order_relaxed);
+    if (key == 0) continue;
+    const size_t count = d.count.exchange(0, std::memory_order_relaxed);
+    const uintptr_t mask = d.token_mask.exchange(0, std::memory_order_relaxed);
+    d.key.store(0, std::memory_order_relaxed);
+    UnparkUpTo(key, count, mask);
+  }
+  if (td->deferred_overflow.exchange(false, std::memory_order_relaxed)) {
+    UnparkEveryone();
+  }
+}
+
+// Queues an unpark for RunDeferredUnparks, merging it with one already
+// queued for the same key. Called by a signal handler inside its thread's
+// lock section. Every step is a single atomic instruction on the thread's
+// own data, so a handler that interrupts this one can queue too.
+void DeferUnpark(ThreadData* td, uintptr_t key, size_t count,
+                 ParkToken token_mask) {
+  for (DeferredUnpark& d : td->deferred) {
+    uintptr_t k = d.key.load(std::memory_order_relaxed);
+    if (k == 0 && !d.key.compare_exchange_strong(k, key,
+                                                 std::memory_order_relaxed)) {
+      // A nested handler took the slot first; k is its key.
+    } else if (k == 0) {
+      k = key;
+    }
+    if (k != key) continue;
+    // Saturating: a wake of "all" is SIZE_MAX.
+    size_t c = d.count.load(std::memory_order_relaxed);
+    while (!d.count.compare_exchange_weak(
+        c, c > SIZE_MAX - count ? SIZE_MAX : c + count,
+        std::memory_order_relaxed)) {
+    }
+    d.token_mask.fetch_or(token_mask, std::memory_order_relaxed);
+    BucketTable::RequestSectionExitHook();
+    return;
+  }
+  td->deferred_overflow.store(true, std::memory_order_relaxed);
+  BucketTable::RequestSectionExitHook();
+}
+
 }  // namespace
+
+bool internal::EvictOwnRecord(ThreadData* td) {
+  if (td->parker.load(std::memory_order_acquire) == 0) return false;
+  BucketTable& table = GlobalTable();
+  if (!LeaveQueue(td, table, [](uintptr_t, bool) {})) return false;
+  td->unpark_token = kDefaultUnparkToken;
+  return true;
+}
+
+void internal::InstallDeferredUnparkRunner() {
+  BucketTable::SetSectionExitHook(&RunDeferredUnparks);
+}
 
 ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
                 absl::FunctionRef<void()> before_sleep,
@@ -138,19 +272,29 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
                 ParkToken park_token, Deadline deadline) {
   ThreadData* td = CurrentThreadData();
   BucketTable& table = GlobalTable();
+  // Still queued: either a wait this thread left by siglongjmp, or the
+  // wait of the code a signal handler interrupted (which this Park, run
+  // from that handler, turns into a spurious wake-up). The token that code
+  // will read is restored on the way out (RestoreToken).
+  internal::EvictOwnRecord(td);
+  struct RestoreToken {
+    ThreadData* td;
+    UnparkToken token;
+    ~RestoreToken() { td->unpark_token = token; }
+  } restore_token{td, td->unpark_token};
   {
     BucketTable::ReadSection rs(table);
     Bucket* b = table.LockBucket(key);
     if (!validate()) {
-      b->lock.Unlock();
+      BucketTable::UnlockBucket(b);
       td->counters.Bump(td->counters.invalid);
       return {ParkResult::kInvalid, 0};
     }
     td->waiter.key.store(key, std::memory_order_relaxed);
     td->park_token = park_token;
-    td->parker.store(1, std::memory_order_relaxed);
+    td->parker.store(kParkerQueued, std::memory_order_relaxed);
     b->Enqueue(&td->waiter);
-    b->lock.Unlock();
+    BucketTable::UnlockBucket(b);
   }
   before_sleep();
   td->counters.Bump(td->counters.parks);
@@ -202,6 +346,7 @@ UnparkResult UnparkOne(uintptr_t key,
                        absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
+  internal::EvictOwnRecord(self);
   BucketTable& table = GlobalTable();
   WakeList wakes;
   UnparkResult result;
@@ -209,13 +354,7 @@ UnparkResult UnparkOne(uintptr_t key,
     BucketTable::ReadSection rs(table);
     Bucket* b = table.LockBucket(key);
     size_t n = 0;
-    Waiter* w = TakeWaiters(
-        b, key,
-        [](ThreadData*, bool* stop) {
-          *stop = true;
-          return true;
-        },
-        &n);
+    Waiter* w = TakeUpTo(b, key, /*claim=*/true, 1, kAnyParkToken, &n, &wakes);
     if (w != nullptr) {
       result.unparked_threads = 1;
       result.have_more_threads = b->HasKey(key, b->head);
@@ -223,15 +362,16 @@ UnparkResult UnparkOne(uintptr_t key,
     }
     const UnparkToken token = callback(result);
     if (w != nullptr) wakes.Release(DataOf(w), token);
-    b->lock.Unlock();
+    BucketTable::UnlockBucket(b);
   }
   wakes.Flush();
-  if (result.unparked_threads != 0) self->counters.Bump(self->counters.unparks);
+  Count(self->counters.unparks, result.unparked_threads);
   return result;
 }
 
 size_t UnparkAll(uintptr_t key, UnparkToken token) {
   ThreadData* self = CurrentThreadData();
+  internal::EvictOwnRecord(self);
   BucketTable& table = GlobalTable();
   WakeList wakes;
   size_t n = 0;
@@ -239,14 +379,45 @@ size_t UnparkAll(uintptr_t key, UnparkToken token) {
     BucketTable::ReadSection rs(table);
     Bucket* b = table.LockBucket(key);
     Waiter* chain = TakeWaiters(
-        b, key, [](ThreadData*, bool*) { return true; }, &n);
+        b, key, /*claim=*/true, [](ThreadData*, bool*) { return true; }, &n,
+        &wakes);
     ReleaseChain(chain, token, &wakes);
-    b->lock.Unlock();
+    BucketTable::UnlockBucket(b);
   }
   wakes.Flush();
-  auto& c = self->counters.unparks;
-  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  Count(self->counters.unparks, n);
   return n;
+}
+
+size_t UnparkUpTo(uintptr_t key, size_t count, ParkToken token_mask) {
+  if (count == 0 || !internal::LotInitialized()) return 0;
+  ThreadData* td = &internal::t_data;
+  if (BucketTable::InLockSection()) {
+    DeferUnpark(td, key, count, token_mask);
+    return 0;
+  }
+  // Never registers (not async-signal-safe): an unregistered thread pins
+  // the table (ReadSection) and its wakes go uncounted.
+  ThreadData* self = CurrentThreadDataIfAny();
+  if (self != nullptr) internal::EvictOwnRecord(self);
+  BucketTable& table = GlobalTable();
+  WakeList wakes;
+  size_t n = 0;
+  {
+    BucketTable::ReadSection rs(table);
+    Bucket* b = table.LockBucket(key);
+    ReleaseChain(
+        TakeUpTo(b, key, /*claim=*/true, count, token_mask, &n, &wakes),
+        kDefaultUnparkToken, &wakes);
+    BucketTable::UnlockBucket(b);
+  }
+  wakes.Flush();
+  if (self != nullptr) Count(self->counters.unparks, n);
+  return n;
+}
+
+bool OnlyUnparkUpToIsSafe() {
+  return CurrentThreadDataIfAny() == nullptr || BucketTable::InLockSection();
 }
 
 UnparkResult UnparkRequeue(
@@ -254,6 +425,7 @@ UnparkResult UnparkRequeue(
     absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
+  internal::EvictOwnRecord(self);
   BucketTable& table = GlobalTable();
   WakeList wakes;
   UnparkResult result;
@@ -268,39 +440,16 @@ UnparkResult UnparkRequeue(
       return result;
     }
     Waiter* wake = nullptr;
-    size_t n = 0;
     if (op == RequeueOp::kUnparkOne || op == RequeueOp::kUnparkOneRequeueRest) {
-      wake = TakeWaiters(
-          bf, from,
-          [](ThreadData*, bool* stop) {
-            *stop = true;
-            return true;
-          },
-          &n);
-      result.unparked_threads = n;
+      wake = TakeUpTo(bf, from, /*claim=*/true, 1, kAnyParkToken,
+                      &result.unparked_threads, &wakes);
     }
-    Waiter* moved = nullptr;
-    size_t m = 0;
-    if (op == RequeueOp::kRequeueOne) {
-      moved = TakeWaiters(
-          bf, from,
-          [](ThreadData*, bool* stop) {
-            *stop = true;
-            return true;
-          },
-          &m);
-    } else if (op == RequeueOp::kRequeueAll ||
-               op == RequeueOp::kUnparkOneRequeueRest) {
-      moved = TakeWaiters(
-          bf, from, [](ThreadData*, bool*) { return true; }, &m);
-    }
-    result.requeued_threads = m;
-    // Requeued threads stay parked: only their key and queue change.
-    while (moved != nullptr) {
-      Waiter* next = moved->next;
-      moved->key.store(to, std::memory_order_relaxed);
-      bt->Enqueue(moved);
-      moved = next;
+    if (op == RequeueOp::kRequeueOne || op == RequeueOp::kRequeueAll ||
+        op == RequeueOp::kUnparkOneRequeueRest) {
+      const size_t limit = op == RequeueOp::kRequeueOne ? 1 : SIZE_MAX;
+      MoveChain(TakeUpTo(bf, from, /*claim=*/false, limit, kAnyParkToken,
+                         &result.requeued_threads, &wakes),
+                to, bt);
     }
     result.have_more_threads = bf->HasKey(from, bf->head);
     if (wake != nullptr) result.be_fair = Fair(bf);
@@ -309,7 +458,7 @@ UnparkResult UnparkRequeue(
     BucketTable::UnlockBucketPair(pair);
   }
   wakes.Flush();
-  if (result.unparked_threads != 0) self->counters.Bump(self->counters.unparks);
+  Count(self->counters.unparks, result.unparked_threads);
   return result;
 }
 
@@ -318,6 +467,7 @@ UnparkResult UnparkFilter(
     absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
+  internal::EvictOwnRecord(self);
   BucketTable& table = GlobalTable();
   WakeList wakes;
   UnparkResult result;
@@ -326,7 +476,7 @@ UnparkResult UnparkFilter(
     Bucket* b = table.LockBucket(key);
     size_t n = 0;
     Waiter* chain = TakeWaiters(
-        b, key,
+        b, key, /*claim=*/true,
         [&](ThreadData* td, bool* stop) {
           switch (filter(td->park_token)) {
             case FilterOp::kUnpark:
@@ -339,18 +489,16 @@ UnparkResult UnparkFilter(
           *stop = true;
           return false;
         },
-        &n);
+        &n, &wakes);
     result.unparked_threads = n;
     result.have_more_threads = b->HasKey(key, b->head);
     if (n != 0) result.be_fair = Fair(b);
     const UnparkToken token = callback(result);
     ReleaseChain(chain, token, &wakes);
-    b->lock.Unlock();
+    BucketTable::UnlockBucket(b);
   }
   wakes.Flush();
-  auto& c = self->counters.unparks;
-  c.store(c.load(std::memory_order_relaxed) + result.unparked_threads,
-          std::memory_order_relaxed);
+  Count(self->counters.unparks, result.unparked_threads);
   return result;
 }
 
@@ -359,6 +507,7 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
                       UnparkToken token) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
+  internal::EvictOwnRecord(self);
   BucketTable& table = GlobalTable();
   WakeList wakes;
   PairResult result;
@@ -375,32 +524,63 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
     }
     Waiter* woken_from = nullptr;
     if (p.unpark_from != 0) {
-      woken_from = TakeUpTo(bf, from, p.unpark_from, &result.unparked_from);
+      woken_from = TakeUpTo(bf, from, /*claim=*/true, p.unpark_from, kAnyParkToken,
+                            &result.unparked_from, &wakes);
     }
     if (p.requeue != 0) {
-      Waiter* moved = TakeUpTo(bf, from, p.requeue, &result.requeued);
-      // Requeued threads stay parked: only their key and queue change.
-      while (moved != nullptr) {
-        Waiter* next = moved->next;
-        moved->key.store(to, std::memory_order_relaxed);
-        bt->Enqueue(moved);
-        moved = next;
-      }
+      MoveChain(TakeUpTo(bf, from, /*claim=*/false, p.requeue, kAnyParkToken,
+                         &result.requeued, &wakes),
+                to, bt);
     }
     Waiter* woken_to = nullptr;
     if (p.unpark_to != 0) {
-      woken_to = TakeUpTo(bt, to, p.unpark_to, &result.unparked_to);
+      woken_to = TakeUpTo(bt, to, /*claim=*/true, p.unpark_to, kAnyParkToken,
+                          &result.unparked_to, &wakes);
     }
     ReleaseChain(woken_from, token, &wakes);
     ReleaseChain(woken_to, token, &wakes);
     BucketTable::UnlockBucketPair(pair);
   }
   wakes.Flush();
-  auto& c = self->counters.unparks;
-  c.store(c.load(std::memory_order_relaxed) + result.unparked_from +
-              result.unparked_to,
-          std::memory_order_relaxed);
+  Count(self->counters.unparks, result.unparked_from + result.unparked_to);
   return result;
+}
+
+void EnterSignalHandler(SignalHandlerScope* scope) {
+  scope->marked_away = false;
+  if (!internal::t_registered) return;
+  std::atomic<uint32_t>& parker = internal::t_data.parker;
+  uint32_t v = parker.load(std::memory_order_acquire);
+  for (;;) {
+    // Not queued, or already marked by the handler this one interrupted.
+    if ((v & kParkerQueued) == 0 || (v & kParkerAway) != 0) return;
+    if ((v & kParkerClaimed) != 0) {
+      // An unparker on another thread is releasing us under its bucket
+      // lock, now: wait the few instructions it needs.
+      CpuRelax();
+      v = parker.load(std::memory_order_acquire);
+      continue;
+    }
+    if (parker.compare_exchange_weak(v, v | kParkerAway,
+                                     std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+      scope->marked_away = true;
+      return;
+    }
+  }
+}
+
+void LeaveSignalHandler(const SignalHandlerScope& scope) {
+  if (!scope.marked_away) return;
+  std::atomic<uint32_t>& parker = internal::t_data.parker;
+  uint32_t v = parker.load(std::memory_order_relaxed);
+  // Evicted meanwhile (0, or queued afresh by a Park in the handler, which
+  // evicted the record first): nothing of ours is left to clear.
+  while ((v & kParkerAway) != 0 &&
+         !parker.compare_exchange_weak(v, v & ~kParkerAway,
+                                       std::memory_order_acq_rel,
+                                       std::memory_order_relaxed)) {
+  }
 }
 
 }  // namespace parklot

@@ -4,9 +4,31 @@
 // The API follows WebKit's ParkingLot and Rust's parking_lot_core, in the
 // field's terms: park, unpark, requeue, filter, tokens, eventual fairness.
 // Every function is thread-safe and async-cancel-unsafe; none allocates
-// heap memory. Callbacks are absl::FunctionRef and run on the calling thread;
-// those documented as running "under the bucket lock" must not park, unpark,
-// or block, and should be short.
+// heap memory itself (a thread's first use registers it, and registration
+// calls pthread_setspecific and liburcu, which may). Callbacks are
+// absl::FunctionRef and run on the calling thread; those documented as
+// running "under the bucket lock" must not park, unpark, or block, and
+// should be short.
+//
+// Signal handlers (DESIGN.md invariant 6). A handler may interrupt its
+// thread anywhere, including inside a lock section (bucket locks held).
+// From a handler, only these are allowed:
+//   - UnparkUpTo: async-signal-safe at every instruction of every other
+//     lot path. Inside a lock section it defers the unpark to the moment
+//     the section closes, on the same thread, and returns 0.
+//   - EnterSignalHandler / LeaveSignalHandler (the preload shim wraps every
+//     handler in them).
+// Park and the other unparks take bucket locks with callbacks that cannot
+// be deferred: from a handler that interrupted a lock section they may
+// deadlock on a bucket the thread holds; elsewhere in a handler they work
+// (a Park there turns the interrupted code's own wait into a spurious
+// wake-up), but they register the thread on first use, which allocates.
+//
+// Leaving a wait without the lot's help (siglongjmp out of a handler): the
+// thread's queue record stays behind, marked by EnterSignalHandler. It is
+// never handed a resource or a notification: an unparker that meets it
+// removes it and wakes the next thread instead. The thread's next Park or
+// unpark, or its exit, removes it if no unparker did.
 //
 // Invariant (DESIGN.md 1, no lost wake-up): `validate` runs with the key's
 // bucket locked, and every unpark locks the same bucket, so a waker that
@@ -29,6 +51,8 @@ using ParkToken = uintptr_t;
 using UnparkToken = uintptr_t;
 inline constexpr ParkToken kDefaultParkToken = 0;
 inline constexpr UnparkToken kDefaultUnparkToken = 0;
+// As a token mask (UnparkUpTo): every parked thread, whatever its token.
+inline constexpr ParkToken kAnyParkToken = ~ParkToken{0};
 
 struct ParkResult {
   enum Kind {
@@ -94,6 +118,25 @@ UnparkResult UnparkOne(uintptr_t key,
 // Unparks every thread parked on `key`, each receiving `token`. Returns the
 // number unparked.
 size_t UnparkAll(uintptr_t key, UnparkToken token = kDefaultUnparkToken);
+
+// Unparks up to `count` threads parked on `key`, FIFO, skipping those whose
+// park token shares no bit with `token_mask` (kAnyParkToken: none skipped,
+// so FUTEX_BITSET_MATCH_ANY wakes every served waiter); each receives
+// kDefaultUnparkToken. Returns the number unparked. Async-signal-safe (see
+// the top of this file): called from a handler that interrupted its thread
+// inside a lock section, it queues the unpark, which that thread runs as
+// soon as the section closes (as a kernel wake queue would), and returns 0.
+// Never registers the calling thread. Used for sem_post and the served
+// FUTEX_WAKE, which POSIX and the kernel allow in handlers.
+size_t UnparkUpTo(uintptr_t key, size_t count,
+                  ParkToken token_mask = kAnyParkToken);
+
+// Whether a primitive's release path that may run in a signal handler
+// (sem_post) must keep to UnparkUpTo now: the calling thread is inside a
+// lock section (so this is a handler that interrupted it there), or it has
+// not registered (the other unparks would register it, which is not
+// async-signal-safe). Async-signal-safe; one thread-local load each.
+bool OnlyUnparkUpToIsSafe();
 
 enum class RequeueOp {
   kAbort,                 // do nothing
@@ -187,6 +230,19 @@ struct PairResult {
 PairResult UnparkPair(uintptr_t from, uintptr_t to,
                       absl::FunctionRef<bool(PairPlan*)> plan,
                       UnparkToken token = kDefaultUnparkToken);
+
+// Brackets a signal handler's run on its thread (the preload shim's
+// handler wrapper calls them around every handler the program installs).
+// If the thread is queued in a wait, EnterSignalHandler marks its record
+// so that no unparker hands it a resource while the handler may leave by
+// siglongjmp (see the top of this file); LeaveSignalHandler, run if the
+// handler returns, clears the mark again. Async-signal-safe; `scope` lives
+// in the wrapper's frame.
+struct SignalHandlerScope {
+  bool marked_away = false;
+};
+void EnterSignalHandler(SignalHandlerScope* scope);
+void LeaveSignalHandler(const SignalHandlerScope& scope);
 
 // Helpers for keys: the address of the waited-on object.
 inline uintptr_t KeyOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }

@@ -26,16 +26,19 @@ namespace {
 using internal::t_data;
 using internal::t_registered;
 
+// Live threads at once; also the size of the state table, which slot ids
+// index modulo its size (ids that share an entry only blur the spinning
+// heuristic; see StateOf).
 constexpr uint32_t kMaxSlots = 1u << 20;
 
-// Registry state. Slots are recycled through a free stack so that a process
-// creating and ending threads forever keeps a bounded registry.
+// Registry state. Indices are recycled through a free stack so that a
+// process creating and ending threads forever keeps a bounded registry.
 struct Registry {
   BucketLock lock;  // guards free_top, next_fresh, the free stack
   uint32_t next_fresh = 1;
   uint32_t free_top = 0;
   uint32_t* free_stack = nullptr;              // kMaxSlots entries, mmap'ed
-  std::atomic<uint8_t>* states = nullptr;      // per slot, mmap'ed
+  std::atomic<uint8_t>* states = nullptr;      // by slot id % kMaxSlots
   std::atomic<size_t> live{0};
   std::atomic<size_t> parked{0};
   std::atomic<uint64_t> registered{0};
@@ -62,7 +65,7 @@ void* MapZeroed(size_t bytes) {
 
 void OnThreadExit(void* arg);
 
-// The live threads' data, by slot, for the statistics snapshot. Mapped in
+// The live threads' data, by registry index, for the statistics snapshot. Mapped in
 // InitOnce, so every reader sees it through g_init's release/acquire pair
 // (a lazy map at first registration was read outside the lock: a data race).
 std::atomic<ThreadData*>* g_by_slot = nullptr;
@@ -83,6 +86,7 @@ void InitOnce() {
       ABSL_RAW_LOG(FATAL, "parklot: pthread_key_create failed");
     }
     new (g_table_storage) BucketTable(GetConfig().table);
+    internal::InstallDeferredUnparkRunner();
     g_init.store(2, std::memory_order_release);
     return;
   }
@@ -102,17 +106,21 @@ void AddCounters(Stats* s, const ThreadCounters& c) {
 void OnThreadExit(void*) {
   Registry& r = Reg();
   ThreadData* td = &t_data;
+  // A wait left by siglongjmp may still have this thread queued; its TLS
+  // is about to be freed.
+  internal::EvictOwnRecord(td);
   r.lock.Lock();
   AddCounters(&r.retired, td->counters);
-  g_by_slot[td->slot].store(nullptr, std::memory_order_relaxed);
-  r.states[td->slot].store(0, std::memory_order_relaxed);
-  r.free_stack[r.free_top++] = td->slot;
+  g_by_slot[td->index].store(nullptr, std::memory_order_relaxed);
+  r.free_stack[r.free_top++] = td->index;
   r.lock.Unlock();
   r.live.fetch_sub(1, std::memory_order_relaxed);
-  td->slot = kNoSlot;
-  // Counters restart in case this thread parks again in a later destructor.
+  // Later destructors (liburcu-bp's own exit hook among them) may still
+  // lock and park: the thread stays registered with its slot id, so it is
+  // counted once and its key destructor is never re-armed.
+  td->index = 0;
+  td->exited = true;
   new (&td->counters) ThreadCounters();
-  t_registered = false;
 }
 
 // Held around a thread's registration with liburcu-bp, and by fork():
@@ -161,18 +169,25 @@ void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (!g_fork_locked) return;
   g_fork_locked = false;
   reinterpret_cast<BucketTable*>(g_table_storage)->ResetInChildAfterFork();
-  // Only this thread lives on: every other slot is free again.
+  // Only this thread lives on: every other index is free again, and no
+  // other thread is parked.
   Registry& r = Reg();
-  const uint32_t mine = t_registered ? t_data.slot : kNoSlot;
+  const uint32_t mine =
+      t_registered && !t_data.exited ? t_data.index : 0;
   r.free_top = 0;
   const uint32_t hi = r.highest.load(std::memory_order_relaxed);
-  for (uint32_t s = hi; s >= 1; --s) {
-    r.states[s].store(0, std::memory_order_relaxed);
-    if (s == mine) continue;
-    if (g_by_slot != nullptr) g_by_slot[s].store(nullptr, std::memory_order_relaxed);
-    r.free_stack[r.free_top++] = s;
+  for (uint32_t i = hi; i >= 1; --i) {
+    if (i == mine) continue;
+    if (ThreadData* gone = g_by_slot[i].load(std::memory_order_relaxed)) {
+      r.states[gone->slot % kMaxSlots].store(0, std::memory_order_relaxed);
+      g_by_slot[i].store(nullptr, std::memory_order_relaxed);
+    }
+    r.free_stack[r.free_top++] = i;
   }
-  r.live.store(t_registered ? 1 : 0, std::memory_order_relaxed);
+  r.live.store(mine != 0 ? 1 : 0, std::memory_order_relaxed);
+  // The queues were emptied: a record this thread left behind (siglongjmp
+  // out of a wait) is gone with them.
+  t_data.parker.store(0, std::memory_order_relaxed);
   r.parked.store(0, std::memory_order_relaxed);
   r.lock.Unlock();
   urcu_bp_after_fork_child();
@@ -185,6 +200,10 @@ __attribute__((constructor)) void RegisterForkHandlers() {
 
 }  // namespace
 
+bool internal::LotInitialized() {
+  return g_init.load(std::memory_order_acquire) == 2;
+}
+
 BucketTable& GlobalTable() {
   if (g_init.load(std::memory_order_acquire) != 2) InitOnce();
   return *reinterpret_cast<BucketTable*>(g_table_storage);
@@ -195,24 +214,25 @@ ThreadData* internal::RegisterCurrentThread() {
   Registry& r = Reg();
   ThreadData* td = &t_data;
   r.lock.Lock();
-  uint32_t slot = kNoSlot;
+  uint32_t index = 0;
   if (r.free_top > 0) {
-    slot = r.free_stack[--r.free_top];
+    index = r.free_stack[--r.free_top];
   } else if (r.next_fresh < kMaxSlots) {
-    slot = r.next_fresh++;
+    index = r.next_fresh++;
   } else {
     r.lock.Unlock();
     ABSL_RAW_LOG(FATAL, "parklot: more than %u live threads", kMaxSlots - 1);
   }
-  td->slot = slot;
-  g_by_slot[slot].store(td, std::memory_order_relaxed);
+  td->index = index;
+  g_by_slot[index].store(td, std::memory_order_relaxed);
   // Under the lock: a load-compare-store outside it could let a smaller
-  // slot overwrite a larger one, hiding a live thread from GetStats.
-  if (slot > r.highest.load(std::memory_order_relaxed)) {
-    r.highest.store(slot, std::memory_order_relaxed);
+  // index overwrite a larger one, hiding a live thread from GetStats.
+  if (index > r.highest.load(std::memory_order_relaxed)) {
+    r.highest.store(index, std::memory_order_relaxed);
   }
   r.lock.Unlock();
-  r.registered.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t serial = r.registered.fetch_add(1, std::memory_order_relaxed);
+  td->slot = static_cast<uint32_t>(serial % kMaxSlotId) + 1;
   const size_t live = r.live.fetch_add(1, std::memory_order_relaxed) + 1;
   // Registered from here on: what follows may lock pthread mutexes, which
   // under the shim are this lot's and need this thread's data. glibc's
@@ -262,11 +282,16 @@ bool SleepOnParkerLoop(ThreadData* td, const struct timespec* tsp, int op) {
   for (;;) {
     uint32_t v = td->parker.load(std::memory_order_acquire);
     if (v == 0) return true;
-    if (v == 1 && !td->parker.compare_exchange_strong(
-                      v, 2, std::memory_order_acquire)) {
-      if (v == 0) return true;
+    if ((v & kParkerAsleep) == 0) {
+      // Tells unparkers to FUTEX_WAKE; fails if one (or a signal handler's
+      // kParkerAway) changed the word meanwhile: look again.
+      if (!td->parker.compare_exchange_strong(v, v | kParkerAsleep,
+                                              std::memory_order_acquire)) {
+        continue;
+      }
+      v |= kParkerAsleep;
     }
-    long rc = RawFutex(&td->parker, op, 2, tsp, nullptr, FUTEX_BITSET_MATCH_ANY);
+    long rc = RawFutex(&td->parker, op, v, tsp, nullptr, FUTEX_BITSET_MATCH_ANY);
     if (rc == -ETIMEDOUT) {
       return td->parker.load(std::memory_order_acquire) == 0;
     }
@@ -275,14 +300,27 @@ bool SleepOnParkerLoop(ThreadData* td, const struct timespec* tsp, int op) {
       td->interrupted = true;
       return td->parker.load(std::memory_order_acquire) == 0;
     }
-    // 0 (woken, maybe spuriously), -EAGAIN (already released), -EINTR
+    // 0 (woken, maybe spuriously), -EAGAIN (the word changed), -EINTR
     // (a signal handler ran): re-check the word.
   }
 }
 
 bool ReleaseParker(ThreadData* td, uintptr_t token) {
   td->unpark_token = token;
-  return td->parker.exchange(0, std::memory_order_release) == 2;
+  return (td->parker.exchange(0, std::memory_order_release) & kParkerAsleep) !=
+         0;
+}
+
+bool ClaimParker(ThreadData* td) {
+  uint32_t v = td->parker.load(std::memory_order_relaxed);
+  while ((v & kParkerAway) == 0) {
+    if (td->parker.compare_exchange_weak(v, v | kParkerClaimed,
+                                         std::memory_order_acq_rel,
+                                         std::memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void WakeParker(ThreadData* td) { FutexWakePrivate(&td->parker, 1); }
@@ -305,18 +343,18 @@ size_t AllowedCpus() {
 }
 
 ThreadState StateOf(uint32_t slot) {
-  if (slot == kNoSlot || slot >= kMaxSlots ||
+  if (slot == kNoSlot || slot > kMaxSlotId ||
       g_init.load(std::memory_order_acquire) != 2) {
     return ThreadState::kRunning;
   }
   return static_cast<ThreadState>(
-      Reg().states[slot].load(std::memory_order_relaxed));
+      Reg().states[slot % kMaxSlots].load(std::memory_order_relaxed));
 }
 
 void SetState(ThreadData* td, ThreadState state) {
   Registry& r = Reg();
   const auto old = static_cast<ThreadState>(
-      r.states[td->slot].exchange(static_cast<uint8_t>(state),
+      r.states[td->slot % kMaxSlots].exchange(static_cast<uint8_t>(state),
                                   std::memory_order_relaxed));
   if (old != ThreadState::kParked && state == ThreadState::kParked) {
     r.parked.fetch_add(1, std::memory_order_relaxed);
@@ -330,7 +368,7 @@ uint64_t ThreadsRegistered() {
   return Reg().registered.load(std::memory_order_relaxed);
 }
 
-uint32_t HighestSlot() {
+uint32_t HighestIndex() {
   if (g_init.load(std::memory_order_acquire) != 2) return 0;
   return Reg().highest.load(std::memory_order_relaxed);
 }

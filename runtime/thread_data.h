@@ -21,8 +21,14 @@ namespace parklot {
 // (it would cost a shared store per spin phase for no reader).
 enum class ThreadState : uint8_t { kRunning = 0, kParked = 2 };
 
-// Slot ids are small positive integers; 0 means "no thread".
+// Slot ids name a thread as a lock owner (locks store their owner's slot
+// in their word; waiters look up its state). Each registration takes the
+// next id, 1..kMaxSlotId, so a thread never passes for the owner of a lock
+// an exited thread held until kMaxSlotId more threads have registered (16.7
+// million; glibc's owner TIDs recur after pid_max, 4.2 million at most).
+// 0 means "no thread". 24 bits: SharedMutex keeps the owner in 24.
 inline constexpr uint32_t kNoSlot = 0;
+inline constexpr uint32_t kMaxSlotId = (1u << 24) - 1;
 
 // Per-thread counters: written only by their thread (relaxed stores, no
 // read-modify-write), read by the statistics code.
@@ -40,17 +46,39 @@ struct ThreadCounters {
   }
 };
 
+// The parker word's bits. 0 means released (not queued).
+inline constexpr uint32_t kParkerQueued = 1;  // in a bucket queue
+inline constexpr uint32_t kParkerAsleep = 2;  // and asleep in FUTEX_WAIT
+// An unparker, under the bucket lock, has chosen this thread to wake (and
+// may hand it a resource); set and cleared within one bucket-lock hold.
+inline constexpr uint32_t kParkerClaimed = 4;
+// A signal handler runs on the queued thread (EnterSignalHandler): it may
+// leave its wait by siglongjmp, so it receives no handoff; an unparker that
+// meets it evicts it with a plain wake-up (a spurious one, if the handler
+// returns) and wakes the next waiter instead.
+inline constexpr uint32_t kParkerAway = 8;
+
+// An unpark that a signal handler asked for while its thread was inside a
+// lock section, run when the section closes (UnparkUpTo).
+struct DeferredUnpark {
+  std::atomic<uintptr_t> key{0};  // 0: free slot
+  std::atomic<size_t> count{0};
+  std::atomic<uintptr_t> token_mask{0};
+};
+inline constexpr size_t kDeferredUnparks = 16;
+
 // A thread's parking state. Lives in static TLS (no heap, no constructor);
 // set up at the thread's first use of the lot: its first park, unpark or
 // parklot lock operation (locks record their owner's slot).
 struct ThreadData {
   Waiter waiter;  // key and queue link, guarded by the bucket lock
-  // The parker: 0 released, 1 queued, 2 queued and asleep in the kernel.
-  // Unparkers set 0 under the bucket lock and FUTEX_WAKE only on 2.
+  // The parker: kParker* bits. Unparkers set 0 under the bucket lock and
+  // FUTEX_WAKE only if kParkerAsleep was set.
   std::atomic<uint32_t> parker{0};
   uintptr_t park_token = 0;    // guarded by the bucket lock
   uintptr_t unpark_token = 0;  // written before parker is released
-  uint32_t slot = kNoSlot;
+  uint32_t slot = kNoSlot;  // owner id, see kMaxSlotId
+  uint32_t index = 0;       // dense registry index, reused after exit
   // Parks are POSIX cancellation points while this is non-zero (see
   // CancellationPoint in parking_lot.h).
   uint32_t cancellation_point = 0;
@@ -63,6 +91,15 @@ struct ThreadData {
   // `interrupted`.
   uint32_t interruptible = 0;
   bool interrupted = false;
+  // The thread's registry index was released at its exit (OnThreadExit);
+  // its later lot use, from destructors that run after parklot's, keeps
+  // its slot id and never registers it again.
+  bool exited = false;
+  // Unparks deferred by signal handlers (see UnparkUpTo); touched only by
+  // this thread and its handlers. `deferred_overflow`: more distinct keys
+  // than slots, so the runner wakes every parked thread instead.
+  DeferredUnpark deferred[kDeferredUnparks];
+  std::atomic<bool> deferred_overflow{false};
   ThreadCounters counters;
 };
 
@@ -72,6 +109,16 @@ extern __attribute__((tls_model("initial-exec"))) thread_local ThreadData
 extern __attribute__((tls_model("initial-exec"))) thread_local bool
     t_registered;
 ThreadData* RegisterCurrentThread();
+// If `td` (the calling thread's) is still queued from a wait it left
+// without the lot's help (siglongjmp out of a signal handler), removes it,
+// released with kDefaultUnparkToken. Returns whether it did. Defined in
+// parking_lot.cc.
+bool EvictOwnRecord(ThreadData* td);
+// Makes the table run the deferred-unpark runner at section exits (see
+// UnparkUpTo). Called once, when the lot is initialized.
+void InstallDeferredUnparkRunner();
+// Whether the lot (registry and table) exists yet. Async-signal-safe.
+bool LotInitialized();
 }  // namespace internal
 
 // The calling thread's data, registered on first call (counts the thread as
@@ -88,8 +135,8 @@ inline ThreadData* CurrentThreadDataIfAny() {
   return internal::t_registered ? &internal::t_data : nullptr;
 }
 
-// The calling thread's registry slot (registers it on first call). Cheap:
-// one initial-exec TLS load after the first call.
+// The calling thread's slot id (registers it on first call). Cheap: one
+// initial-exec TLS load after the first call.
 inline uint32_t CurrentSlot() { return CurrentThreadData()->slot; }
 
 // Sleeps until `td->parker` becomes 0 (returns true) or `deadline` passes
@@ -107,6 +154,10 @@ __attribute__((noinline)) bool SleepOnParker(ThreadData* td,
 // asleep in the kernel). Call under the bucket lock; after it the thread may
 // return from Park, so `td` must only be passed to WakeParker.
 bool ReleaseParker(ThreadData* td, uintptr_t token);
+// Under the bucket lock of the queue holding `td`: marks it claimed for a
+// wake-up, or returns false if a signal handler runs on it (kParkerAway),
+// which must then be evicted instead.
+bool ClaimParker(ThreadData* td);
 // FUTEX_WAKE on the parker word. Harmless if the thread has since moved on.
 void WakeParker(ThreadData* td);
 
@@ -128,9 +179,10 @@ ThreadState StateOf(uint32_t slot);
 void SetState(ThreadData* td, ThreadState state);
 // Total threads ever registered (exited ones included).
 uint64_t ThreadsRegistered();
-// The highest slot id handed out so far; bounded by the peak number of
-// live threads, since exited threads' slots are reused.
-uint32_t HighestSlot();
+// The highest registry index handed out so far; bounded by the peak number
+// of live threads, since exited threads' indices are reused (slot ids are
+// not).
+uint32_t HighestIndex();
 
 }  // namespace registry
 

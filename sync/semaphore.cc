@@ -131,6 +131,19 @@ bool Semaphore::Release(uint32_t n) {
     }
   }
 
+  // Waiters registered, and this may be a signal handler (sem_post is
+  // async-signal-safe) that must not take a bucket lock or register:
+  // publish the units, then wake up to n waiters, which take them as
+  // anyone could (no fair handoff). Only the key is used after publishing.
+  if (OnlyUnparkUpToIsSafe()) {
+    while (!word_.compare_exchange_weak(w, w + n, std::memory_order_release,
+                                        std::memory_order_relaxed)) {
+      if (n > kMaxValue - ValueOf(w)) return false;
+    }
+    UnparkUpTo(key, n);
+    return true;
+  }
+
   // Waiters registered. Wake up to n parked ones; the units are published
   // by the compare-and-swap in the callback, under the bucket lock, and
   // from then on only the parking lot is touched (by key and by the woken

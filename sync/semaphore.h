@@ -75,6 +75,9 @@ class Semaphore {
   // exceed kMaxValue (sem_post's EOVERFLOW). Release ordering. After the
   // units are published this touches only the parking lot, never the
   // semaphore (a woken waiter may already have destroyed it).
+  // Async-signal-safe, as POSIX makes sem_post: from a handler (or a thread
+  // that never used the lot) it wakes through UnparkUpTo, without fair
+  // handoff.
   bool Release(uint32_t n = 1);
 
   // The current value (sem_getvalue; never negative). A snapshot.

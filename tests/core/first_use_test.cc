@@ -25,8 +25,8 @@ namespace {
 
 // Starts `n` threads that wait at a start line, then all register at once
 // (an invalid Park registers without sleeping). Each checks right away that
-// the highest slot covers its own; all stay alive until every one has
-// registered, so their slots are distinct and counted live together.
+// the highest index covers its own; all stay alive until every one has
+// registered, so their indices are distinct and counted live together.
 // Returns the slots.
 std::vector<uint32_t> RegisterAtOnce(int n, std::atomic<int>* uncovered) {
   std::atomic<int> ready{0}, registered{0};
@@ -40,8 +40,8 @@ std::vector<uint32_t> RegisterAtOnce(int n, std::atomic<int>* uncovered) {
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
       int key;
       EXPECT_TRUE(Park(KeyOf(&key), [] { return false; }).invalid());
-      slots[i] = CurrentSlot();
-      if (registry::HighestSlot() < slots[i]) uncovered->fetch_add(1);
+      slots[i] = CurrentThreadData()->index;
+      if (registry::HighestIndex() < slots[i]) uncovered->fetch_add(1);
       registered.fetch_add(1);
       leave.WaitForNotification();
     });
@@ -50,10 +50,10 @@ std::vector<uint32_t> RegisterAtOnce(int n, std::atomic<int>* uncovered) {
   go.store(true, std::memory_order_release);
   EXPECT_TRUE(coretest::WaitFor([&] { return registered.load() == n; }));
   EXPECT_EQ(registry::LiveThreads(), static_cast<size_t>(n));
-  const uint32_t highest = registry::HighestSlot();
+  const uint32_t highest = registry::HighestIndex();
   for (uint32_t s : slots) {
     EXPECT_NE(s, kNoSlot);
-    // The statistics snapshot walks slots up to HighestSlot(): a live slot
+    // The statistics snapshot walks indices up to HighestIndex(): a live one
     // above it would drop that thread's counters.
     EXPECT_LE(s, highest);
   }
@@ -75,13 +75,13 @@ TEST(FirstUse, ManyThreadsRegisterAtOnce) {
   std::atomic<int> uncovered{0};
   RegisterAtOnce(64, &uncovered);
   EXPECT_EQ(registry::LiveThreads(), 0u);
-  // Later rounds outgrow the recycled slots, so each again hands out many
-  // fresh slots concurrently.
+  // Later rounds outgrow the recycled indices, so each again hands out many
+  // fresh indices concurrently.
   for (int n = 128; n <= 384; n += 128) {
     const auto slots = RegisterAtOnce(n, &uncovered);
     EXPECT_EQ(*std::max_element(slots.begin(), slots.end()),
               static_cast<uint32_t>(n));
-    EXPECT_EQ(registry::HighestSlot(), static_cast<uint32_t>(n));
+    EXPECT_EQ(registry::HighestIndex(), static_cast<uint32_t>(n));
   }
   EXPECT_EQ(uncovered.load(), 0);
   EXPECT_EQ(registry::ThreadsRegistered(), 64u + 128 + 256 + 384);

@@ -523,9 +523,9 @@ TEST_F(ParkSignals, UntimedParkSurvivesSignalsAndSpuriousWakes) {
   Slot s;
   ParkedThread t(KeyOf(&s), 1);
   ASSERT_TRUE(t.AwaitEnqueued());
-  // Parker word 2: the thread is asleep in the kernel, where a signal
+  // kParkerAsleep: the thread is asleep in the kernel, where a signal
   // makes the futex wait return EINTR.
-  ASSERT_TRUE(WaitFor([&] { return t.data()->parker.load() == 2; }));
+  ASSERT_TRUE(WaitFor([&] { return (t.data()->parker.load() & kParkerAsleep) != 0; }));
   Disturb(t, t.native_handle(), 20);
   EXPECT_FALSE(t.done());
   const UnparkResult r =
@@ -542,7 +542,7 @@ TEST_F(ParkSignals, TimedParkSurvivesSignalsUntilItsDeadline) {
   const Deadline d = Deadline::In(absl::Milliseconds(300));
   ParkedThread t(KeyOf(&s), 1, d);
   ASSERT_TRUE(t.AwaitEnqueued());
-  ASSERT_TRUE(WaitFor([&] { return t.data()->parker.load() == 2 || t.done(); }));
+  ASSERT_TRUE(WaitFor([&] { return (t.data()->parker.load() & kParkerAsleep) != 0 || t.done(); }));
   Disturb(t, t.native_handle(), 10);
   const auto& rec = t.Join();
   EXPECT_TRUE(rec.result.timed_out());

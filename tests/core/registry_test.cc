@@ -1,8 +1,10 @@
 // The thread registry: a thread is counted live at its first use of the
-// lot and released at exit; slot ids are distinct among live threads and
-// recycled, so a process that keeps creating short-lived threads keeps a
-// bounded registry, table and memory.
+// lot and released exactly once at exit; registry indices are distinct
+// among live threads and recycled, so a process that keeps creating
+// short-lived threads keeps a bounded registry, table and memory; slot ids
+// (lock owners) are never handed to a second thread.
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -56,7 +58,8 @@ TEST_F(Registry, CountedAtFirstUseAndReleasedAtExit) {
     EXPECT_EQ(CurrentThreadDataIfAny(), CurrentThreadData());
     slot = CurrentSlot();
     EXPECT_NE(slot, kNoSlot);
-    EXPECT_LE(slot, registry::HighestSlot());
+    EXPECT_NE(CurrentThreadData()->index, 0u);
+    EXPECT_LE(CurrentThreadData()->index, registry::HighestIndex());
     EXPECT_EQ(registry::LiveThreads(), base_live_ + 1);
     EXPECT_EQ(registry::ThreadsRegistered(), base_registered_ + 1);
     // Later uses do not count the thread again.
@@ -101,11 +104,18 @@ TEST_F(Registry, StateFollowsParkAndUnpark) {
   EXPECT_EQ(registry::ParkedThreads(), parked_before);
 }
 
+struct Ids {
+  std::vector<uint32_t> indices;
+  std::vector<uint32_t> slots;
+};
+
 // Runs `n` threads that are all registered and alive at the same time
-// (each also does a timed park and an unpark), and returns their slots.
-std::vector<uint32_t> RunBatch(int n, size_t expect_live) {
+// (each also does a timed park and an unpark), and returns their registry
+// indices and slot ids.
+Ids RunBatch(int n, size_t expect_live) {
   std::atomic<int> registered{0};
   absl::Notification leave;
+  std::vector<uint32_t> indices(n);
   std::vector<uint32_t> slots(n);
   std::vector<SmallThread> threads(n);
   for (int i = 0; i < n; ++i) {
@@ -118,6 +128,7 @@ std::vector<uint32_t> RunBatch(int n, size_t expect_live) {
       EXPECT_TRUE(r.timed_out());
       UnparkOne(KeyOf(&key), [](UnparkResult) { return kDefaultUnparkToken; });
       slots[i] = CurrentSlot();
+      indices[i] = CurrentThreadData()->index;
       registered.fetch_add(1);
       leave.WaitForNotification();
     });
@@ -126,29 +137,65 @@ std::vector<uint32_t> RunBatch(int n, size_t expect_live) {
   EXPECT_EQ(registry::LiveThreads(), expect_live);
   leave.Notify();
   for (auto& t : threads) t.Join();
-  return slots;
+  return {indices, slots};
 }
 
-TEST_F(Registry, ExitFreesSlotsForReuse) {
-  testing::Watchdog wd(kWatch, "ExitFreesSlotsForReuse");
+TEST_F(Registry, ExitFreesIndicesForReuseButNeverSlotIds) {
+  testing::Watchdog wd(kWatch, "ExitFreesIndicesForReuse");
   constexpr int kBatch = 32;
-  const auto first = RunBatch(kBatch, base_live_ + kBatch);
+  const Ids first = RunBatch(kBatch, base_live_ + kBatch);
   EXPECT_EQ(registry::LiveThreads(), base_live_);
   // Distinct while alive together.
-  EXPECT_EQ(std::set<uint32_t>(first.begin(), first.end()).size(),
+  EXPECT_EQ(std::set<uint32_t>(first.indices.begin(), first.indices.end())
+                .size(),
             static_cast<size_t>(kBatch));
-  const uint32_t highest = registry::HighestSlot();
-  for (uint32_t s : first) {
-    EXPECT_NE(s, kNoSlot);
-    EXPECT_LE(s, highest);
+  const uint32_t highest = registry::HighestIndex();
+  for (uint32_t i : first.indices) {
+    EXPECT_NE(i, 0u);
+    EXPECT_LE(i, highest);
   }
-  // A second batch of the same size reuses freed slots: no new ones.
-  const auto second = RunBatch(kBatch, base_live_ + kBatch);
-  EXPECT_EQ(registry::HighestSlot(), highest);
-  for (uint32_t s : second) EXPECT_LE(s, highest);
-  EXPECT_EQ(std::set<uint32_t>(second.begin(), second.end()).size(),
+  // A second batch of the same size reuses freed indices: no new ones.
+  const Ids second = RunBatch(kBatch, base_live_ + kBatch);
+  EXPECT_EQ(registry::HighestIndex(), highest);
+  for (uint32_t i : second.indices) EXPECT_LE(i, highest);
+  EXPECT_EQ(std::set<uint32_t>(second.indices.begin(), second.indices.end())
+                .size(),
             static_cast<size_t>(kBatch));
+  // Slot ids name lock owners: none of the first batch comes back, or a
+  // new thread would pass for the owner of a lock an exited one held.
+  std::set<uint32_t> all(first.slots.begin(), first.slots.end());
+  all.insert(second.slots.begin(), second.slots.end());
+  EXPECT_EQ(all.size(), static_cast<size_t>(2 * kBatch));
+  EXPECT_EQ(all.count(kNoSlot), 0u);
   EXPECT_EQ(registry::ThreadsRegistered(), base_registered_ + 2 * kBatch);
+}
+
+// A TSD destructor that runs after parklot's own exit hook (its key was
+// created later) and uses the lot, as liburcu-bp's exit path does when it
+// locks its mutex through the shim.
+pthread_key_t g_late_key;
+void LateDestructor(void*) {
+  int key;
+  EXPECT_TRUE(Park(KeyOf(&key), [] { return false; }).invalid());
+  UnparkOne(KeyOf(&key), [](UnparkResult) { return kDefaultUnparkToken; });
+  UnparkUpTo(KeyOf(&key), 1);
+}
+
+TEST_F(Registry, LotUseAfterExitHookDoesNotRegisterAgain) {
+  testing::Watchdog wd(kWatch, "LotUseAfterExitHook");
+  ASSERT_EQ(pthread_key_create(&g_late_key, LateDestructor), 0);
+  constexpr int kThreads = 10;
+  for (int i = 0; i < kThreads; ++i) {
+    std::thread t([] {
+      int key;
+      EXPECT_TRUE(Park(KeyOf(&key), [] { return false; }).invalid());
+      pthread_setspecific(g_late_key, &g_late_key);
+    });
+    t.join();
+  }
+  EXPECT_EQ(registry::ThreadsRegistered(), base_registered_ + kThreads);
+  EXPECT_EQ(registry::LiveThreads(), base_live_);
+  pthread_key_delete(g_late_key);
 }
 
 // Resident set size in bytes, from /proc/self/statm.
@@ -171,13 +218,13 @@ TEST_F(Registry, TenThousandShortLivedThreadsStayBounded) {
   constexpr int kBatch = 50;
   constexpr int kTotal = 10000;
   RunBatch(kBatch, base_live_ + kBatch);
-  const uint32_t highest = registry::HighestSlot();
+  const uint32_t highest = registry::HighestIndex();
   const size_t buckets = GlobalTable().bucket_count();
   size_t rss_warm = 0;
   for (int done = kBatch; done < kTotal; done += kBatch) {
     RunBatch(kBatch, base_live_ + kBatch);
     if (done == 20 * kBatch) rss_warm = ResidentBytes();
-    ASSERT_EQ(registry::HighestSlot(), highest) << "after " << done;
+    ASSERT_EQ(registry::HighestIndex(), highest) << "after " << done;
   }
   const size_t rss_end = ResidentBytes();
   EXPECT_EQ(registry::LiveThreads(), base_live_);

@@ -1,0 +1,151 @@
+// Signal handler installation: every handler the program installs runs
+// inside a wrapper that brackets it with EnterSignalHandler and
+// LeaveSignalHandler (runtime/parking_lot.h), so that a thread whose
+// handler leaves a wait by siglongjmp is never handed a lock, a semaphore
+// unit or a notification it cannot take (DESIGN.md invariant 6).
+//
+// Interposed: sigaction (and __sigaction), signal (bsd_signal, ssignal),
+// sysv_signal (__sysv_signal). The program sees its own handlers: the old
+// action reported by sigaction or signal is the program's, never the
+// wrapper. Not interposed: sigset, sigvec and raw rt_sigaction system
+// calls; their handlers run unwrapped, as under glibc alone, and only the
+// siglongjmp case above is unprotected for them.
+#include <errno.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "preload/shim.h"
+#include "runtime/parking_lot.h"
+
+namespace parklot::preload {
+namespace {
+
+// The program's handler per signal, with its SA_SIGINFO choice in the top
+// bit (user-space addresses never use it), in one word so that a wrapper
+// running while another thread installs a handler reads a consistent pair.
+constexpr uintptr_t kSigInfoBit = uintptr_t{1} << 63;
+std::atomic<uintptr_t> g_handlers[NSIG];
+
+void Wrapper(int sig, siginfo_t* info, void* context) {
+  SignalHandlerScope scope;
+  EnterSignalHandler(&scope);
+  const uintptr_t h = g_handlers[sig].load(std::memory_order_acquire);
+  if ((h & kSigInfoBit) != 0) {
+    reinterpret_cast<void (*)(int, siginfo_t*, void*)>(h & ~kSigInfoBit)(
+        sig, info, context);
+  } else if (h > reinterpret_cast<uintptr_t>(SIG_IGN)) {
+    reinterpret_cast<void (*)(int)>(h)(sig);
+  }
+  // Not reached if the handler leaves by siglongjmp: the mark stays.
+  LeaveSignalHandler(scope);
+}
+
+bool IsFunction(uintptr_t h) {
+  return h != reinterpret_cast<uintptr_t>(SIG_DFL) &&
+         h != reinterpret_cast<uintptr_t>(SIG_IGN) &&
+         h != reinterpret_cast<uintptr_t>(SIG_ERR);
+}
+
+uintptr_t HandlerOf(const struct sigaction& act) {
+  if ((act.sa_flags & SA_SIGINFO) != 0) {
+    return reinterpret_cast<uintptr_t>(act.sa_sigaction) | kSigInfoBit;
+  }
+  return reinterpret_cast<uintptr_t>(act.sa_handler);
+}
+
+// Rewrites an action the kernel reported so that it shows the program's
+// handler (`program`, as stored in g_handlers) instead of the wrapper.
+void ShowProgramHandler(struct sigaction* act, uintptr_t program) {
+  if ((act->sa_flags & SA_SIGINFO) == 0 ||
+      act->sa_sigaction != &Wrapper) {
+    return;
+  }
+  if ((program & kSigInfoBit) != 0) {
+    act->sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(
+        program & ~kSigInfoBit);
+  } else {
+    act->sa_flags &= ~SA_SIGINFO;
+    act->sa_handler = reinterpret_cast<void (*)(int)>(program);
+  }
+}
+
+int Install(int sig, const struct sigaction* act, struct sigaction* oact) {
+  if (sig <= 0 || sig >= NSIG) return RealGlibc().sigaction(sig, act, oact);
+  const uintptr_t previous = g_handlers[sig].load(std::memory_order_acquire);
+  if (act == nullptr || !IsFunction(HandlerOf(*act) & ~kSigInfoBit)) {
+    const int rc = RealGlibc().sigaction(sig, act, oact);
+    if (rc == 0 && oact != nullptr) ShowProgramHandler(oact, previous);
+    return rc;
+  }
+  struct sigaction wrapped = *act;
+  wrapped.sa_flags |= SA_SIGINFO;
+  wrapped.sa_sigaction = &Wrapper;
+  // Published before the kernel can call the wrapper for it.
+  g_handlers[sig].store(HandlerOf(*act), std::memory_order_release);
+  const int rc = RealGlibc().sigaction(sig, &wrapped, oact);
+  if (rc != 0) {
+    g_handlers[sig].store(previous, std::memory_order_release);
+    return rc;
+  }
+  if (oact != nullptr) ShowProgramHandler(oact, previous);
+  return 0;
+}
+
+// glibc's signal() and sysv_signal(): the same checks, flags and mask.
+sighandler_t InstallSimple(int sig, sighandler_t handler, int flags,
+                           bool mask_self) {
+  if (handler == SIG_ERR || sig <= 0 || sig >= NSIG) {
+    errno = EINVAL;
+    return SIG_ERR;
+  }
+  struct sigaction act = {};
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  if (mask_self) sigaddset(&act.sa_mask, sig);
+  act.sa_flags = flags;
+  struct sigaction old;
+  if (Install(sig, &act, &old) != 0) return SIG_ERR;
+  return old.sa_handler;
+}
+
+}  // namespace
+}  // namespace parklot::preload
+
+using parklot::preload::Install;
+using parklot::preload::InstallSimple;
+
+extern "C" {
+
+int sigaction(int sig, const struct sigaction* act, struct sigaction* oact) {
+  return Install(sig, act, oact);
+}
+
+int __sigaction(int sig, const struct sigaction* act,
+                struct sigaction* oact) {
+  return Install(sig, act, oact);
+}
+
+// BSD semantics, as glibc's signal(): restart, block the signal meanwhile.
+sighandler_t signal(int sig, sighandler_t handler) {
+  return InstallSimple(sig, handler, SA_RESTART, /*mask_self=*/true);
+}
+sighandler_t bsd_signal(int sig, sighandler_t handler) {
+  return InstallSimple(sig, handler, SA_RESTART, /*mask_self=*/true);
+}
+sighandler_t ssignal(int sig, sighandler_t handler) {
+  return InstallSimple(sig, handler, SA_RESTART, /*mask_self=*/true);
+}
+
+// System V semantics: one-shot, not blocked, no restart.
+sighandler_t sysv_signal(int sig, sighandler_t handler) {
+  return InstallSimple(sig, handler, SA_RESETHAND | SA_NODEFER,
+                       /*mask_self=*/false);
+}
+sighandler_t __sysv_signal(int sig, sighandler_t handler) {
+  return InstallSimple(sig, handler, SA_RESETHAND | SA_NODEFER,
+                       /*mask_self=*/false);
+}
+
+}  // extern "C"
