@@ -48,7 +48,9 @@ int pthread_barrier_init(pthread_barrier_t* __restrict b,
     View(b)->tag = 0;
     return RealGlibc().barrier_init(b, attr, count);
   }
-  if (count == 0 || count > Barrier::kMaxCount) return EINVAL;
+  // glibc 2.36 accepts counts below 2^31 - 1 (its BARRIER_IN_THRESHOLD).
+  if (count == 0 || count >= 0x7fffffffu) return EINVAL;
+  static_assert(Barrier::kMaxCount >= 0x7fffffffu - 1, "fits Barrier");
   new (&View(b)->barrier) Barrier(count);
   View(b)->tag = kTag;
   return 0;

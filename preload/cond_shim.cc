@@ -17,55 +17,129 @@ clockid_t ClockOf(const pthread_cond_t* c) {
                                               : CLOCK_REALTIME;
 }
 
-// Whether glibc's unlock of `m`, a mutex glibc owns, fails with EPERM for
-// the calling thread: every kind but the plain normal (and adaptive) one
-// checks the owner, and glibc records the owner's thread id in __owner for
-// all of them.
-bool GlibcUnlockWouldFail(const pthread_mutex_t* m) {
+// What glibc's unlock inside a condvar wait returns for `m`, a mutex glibc
+// owns, unlocked by the calling thread: EINVAL for a kind glibc does not
+// know; EPERM where it checks the owner (every kind but the plain normal
+// and adaptive ones; glibc records the owner's thread id in __owner for all
+// of them) and the caller is not the owner; else 0.
+int GlibcUnlockError(const pthread_mutex_t* m) {
   const int kind = m->__data.__kind;
+  const int flags = kind & (kKindRobust | kKindPrioInherit | kKindPrioProtect);
+  if ((kind & 12) != 0 ||
+      (flags != 0 && flags != kKindRobust && flags != kKindPrioInherit &&
+       flags != (kKindPrioInherit | kKindRobust) &&
+       flags != kKindPrioProtect)) {
+    return EINVAL;
+  }
   const int type = kind & kKindMask;
   const bool checked = (kind & (kKindRobust | kKindPrioInherit)) != 0 ||
                        type == PTHREAD_MUTEX_RECURSIVE ||
                        type == PTHREAD_MUTEX_ERRORCHECK;
-  return checked && m->__data.__owner != gettid();
+  return checked && m->__data.__owner != gettid() ? EPERM : 0;
 }
 
-// Waits on a condvar the shim owns. `abstime` == nullptr: no deadline.
+// The mutex's side of a condvar wait on a mutex the shim runs, as glibc's
+// wait treats it (its unlock inside the wait, its relock after). The one
+// place that restores the mutex, in the destructor, so on every way out of
+// the wait: return, timeout, spurious wake-up and the unwinding of thread
+// cancellation (the mutex is held again before the first cleanup handler
+// runs, exactly as the caller held it).
+class WaitingMutex {
+ public:
+  explicit WaitingMutex(pthread_mutex_t* m) : m_(m) {}
+  WaitingMutex(const WaitingMutex&) = delete;
+  WaitingMutex& operator=(const WaitingMutex&) = delete;
+
+  // Checks the mutex as glibc's unlock inside the wait does: EINVAL for a
+  // destroyed mutex or an unknown kind, EPERM for a recursive or
+  // error-checking one the caller does not hold. On 0 the wait may go on,
+  // and the thread counts as a user of the mutex (pthread_mutex_destroy
+  // says EBUSY) until the destructor.
+  int Enter() {
+    const int type = ShimMutexType(m_->__data.__kind);
+    if (type < 0) return EINVAL;
+    if ((type == PTHREAD_MUTEX_RECURSIVE || type == PTHREAD_MUTEX_ERRORCHECK) &&
+        !MutexCore::HeldByCurrentThread(MutexWord(m_))) {
+      return EPERM;
+    }
+    recursive_ = type == PTHREAD_MUTEX_RECURSIVE;
+    depth_ = m_->__data.__count;
+    MutexCondWaiters(m_)->fetch_add(1, std::memory_order_relaxed);
+    entered_ = true;
+    return 0;
+  }
+
+  // glibc's unlock releases one level of a recursive mutex: held more
+  // than once, it stays held through the wait (and a signaller that needs
+  // it waits for the waiter's timeout), as POSIX warns.
+  bool KeepsLock() const { return recursive_ && depth_ > 1; }
+
+  // Releases the lock word, for a wait that does not release and re-take
+  // it itself (CondVarCore::Wait does); the destructor re-takes it.
+  void Release() {
+    MutexCore::Unlock(MutexWord(m_));
+    relock_ = true;
+  }
+
+  ~WaitingMutex() {
+    if (!entered_) return;
+    if (relock_) MutexCore::Lock(MutexWord(m_), MutexEma(m_));
+    // Another thread may have locked and unlocked it meanwhile.
+    if (recursive_) m_->__data.__count = depth_;
+    MutexCondWaiters(m_)->fetch_sub(1, std::memory_order_relaxed);
+  }
+
+ private:
+  pthread_mutex_t* const m_;
+  unsigned depth_ = 0;
+  bool recursive_ = false;
+  bool entered_ = false;
+  bool relock_ = false;
+};
+
+// Waits on a condvar the shim owns. `abstime`: valid, or nullptr for no
+// deadline (the caller has checked it and `clock`).
 int Wait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime,
          clockid_t clock) {
-  if (abstime != nullptr && !ValidTimespec(abstime)) return EINVAL;
-  if (MutexIsGlibcOwned(m) && GlibcUnlockWouldFail(m)) return EPERM;
-  // A cancellation point (POSIX): act on a pending cancel before waiting.
-  pthread_testcancel();
-  if (g_stats) CountOp(Op::kCondWait);
-  CancellationPoint cancellation_point;
-  const Deadline deadline = abstime == nullptr
-                                ? Deadline::Never()
-                                : Deadline::FromTimespec(*abstime, clock);
+  const auto deadline_of = [abstime, clock] {
+    return abstime == nullptr ? Deadline::Never()
+                              : Deadline::FromTimespec(*abstime, clock);
+  };
   if (MutexIsGlibcOwned(m)) {
+    if (const int rc = GlibcUnlockError(m); rc != 0) return rc;
+    // A cancellation point (POSIX): act on a pending cancel before waiting.
+    pthread_testcancel();
+    if (g_stats) CountOp(Op::kCondWait);
+    CancellationPoint cancellation_point;
     // A robust or process-shared mutex with a private condvar: no requeue
-    // onto a lock parklot does not run. As glibc's wait, it returns the
+    // onto a lock parklot does not run; glibc's own unlock and lock restore
+    // it as glibc's wait would. glibc's wait keeps the thread in __nusers
+    // (pthread_mutex_destroy's EBUSY) where its unlock and lock do not, so
+    // it is counted by hand while held. As glibc's wait, it returns the
     // relock's error (EOWNERDEAD, ENOTRECOVERABLE) over its own result.
+    ++m->__data.__nusers;
     int relock_rc = 0;
     const bool ok = CondVarCore::WaitAny(
         CondWord(c), [m] { __pthread_mutex_unlock(m); },
-        [m, &relock_rc] { relock_rc = __pthread_mutex_lock(m); }, deadline);
+        [m, &relock_rc] {
+          relock_rc = __pthread_mutex_lock(m);
+          if (relock_rc == 0 || relock_rc == EOWNERDEAD) --m->__data.__nusers;
+        },
+        deadline_of());
     if (relock_rc != 0) return relock_rc;
     return ok ? 0 : ETIMEDOUT;
   }
-  const int kind = m->__data.__kind & ~kKindElision;
-  if (kind == kKindDestroyed) return EINVAL;
-  std::atomic<uint32_t>* word = MutexWord(m);
-  const int type = kind & kKindMask;
-  const bool checked =
-      type == PTHREAD_MUTEX_RECURSIVE || type == PTHREAD_MUTEX_ERRORCHECK;
-  if (checked && !MutexCore::HeldByCurrentThread(word)) return EPERM;
-  // A recursive mutex is released fully for the wait and its depth
-  // restored after (glibc would deadlock on depth > 1; POSIX leaves it
-  // undefined).
-  const unsigned depth = m->__data.__count;
-  const bool ok = CondVarCore::Wait(CondWord(c), word, MutexEma(m), deadline);
-  if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = depth;
+  WaitingMutex waiting(m);
+  if (const int rc = waiting.Enter(); rc != 0) return rc;
+  pthread_testcancel();
+  if (g_stats) CountOp(Op::kCondWait);
+  CancellationPoint cancellation_point;
+  // A recursive mutex held more than once: nothing to release or re-take.
+  const bool ok = waiting.KeepsLock()
+                      ? CondVarCore::WaitAny(
+                            CondWord(c), [] {}, [] {}, deadline_of())
+                      : CondVarCore::Wait(CondWord(c), MutexWord(m),
+                                          MutexEma(m), deadline_of());
   return ok ? 0 : ETIMEDOUT;
 }
 
@@ -98,37 +172,22 @@ int StandInWait(pthread_cond_t* c, pthread_mutex_t* m, WaitHow how,
   // glibc checks the arguments before it touches the mutex.
   if (how != WaitHow::kUntimed && !ValidTimespec(abstime)) return EINVAL;
   if (how == WaitHow::kGivenClock && !ValidClock(clock)) return EINVAL;
-  const int kind = m->__data.__kind;
-  if (kind == kKindDestroyed) return EINVAL;
-  std::atomic<uint32_t>* word = MutexWord(m);
-  const int type = kind & ~kKindElision & kKindMask;
-  if ((type == PTHREAD_MUTEX_RECURSIVE || type == PTHREAD_MUTEX_ERRORCHECK) &&
-      !MutexCore::HeldByCurrentThread(word)) {
-    return EPERM;
-  }
+  WaitingMutex waiting(m);
+  if (const int rc = waiting.Enter(); rc != 0) return rc;
   pthread_mutex_t* stand_in = StandInFor(c);
   // Published by the unlock below to whoever locks the mutex next.
   if (!g_stand_ins_used.load(std::memory_order_relaxed)) {
     g_stand_ins_used.store(true, std::memory_order_release);
   }
   __pthread_mutex_lock(stand_in);
-  // As in Wait: a recursive mutex is released fully, its depth restored.
-  const unsigned depth = m->__data.__count;
-  MutexCore::Unlock(word);
-  // Also when thread cancellation unwinds out of glibc's wait (glibc's
-  // cleanup has re-taken the stand-in): the user's mutex is held again
-  // before the program's cleanup handlers run.
-  struct Relock {
+  // Released before `waiting` re-takes the user's mutex, also when thread
+  // cancellation unwinds out of glibc's wait (glibc's cleanup has re-taken
+  // the stand-in): a signaller holding the user's mutex takes the stand-in.
+  struct StandInRelease {
     pthread_mutex_t* stand_in;
-    pthread_mutex_t* m;
-    unsigned depth;
-    int type;
-    ~Relock() {
-      __pthread_mutex_unlock(stand_in);
-      MutexCore::Lock(MutexWord(m), MutexEma(m));
-      if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = depth;
-    }
-  } relock{stand_in, m, depth, type};
+    ~StandInRelease() { __pthread_mutex_unlock(stand_in); }
+  } release{stand_in};
+  if (!waiting.KeepsLock()) waiting.Release();
   switch (how) {
     case WaitHow::kUntimed:
       return RealGlibc().cond_wait(c, stand_in);
@@ -190,25 +249,29 @@ int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m) {
 
 int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m,
                            const struct timespec* abstime) {
+  // glibc 2.36 dereferences a null abstime (SIGSEGV); EINVAL, its answer
+  // to every other invalid abstime, instead, also for its own condvars.
+  if (!ValidTimespec(abstime)) return EINVAL;
   if (CondIsGlibcOwned(c)) {
     if (!MutexIsGlibcOwned(m)) {
       return StandInWait(c, m, WaitHow::kCondClock, CLOCK_REALTIME, abstime);
     }
     return RealGlibc().cond_timedwait(c, m, abstime);
   }
-  if (abstime == nullptr) return EINVAL;
   return Wait(c, m, abstime, ClockOf(c));
 }
 
 int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m,
                            clockid_t clock, const struct timespec* abstime) {
+  // As pthread_cond_timedwait (glibc checks abstime before the clock).
+  if (!ValidTimespec(abstime)) return EINVAL;
   if (CondIsGlibcOwned(c)) {
     if (!MutexIsGlibcOwned(m)) {
       return StandInWait(c, m, WaitHow::kGivenClock, clock, abstime);
     }
     return RealGlibc().cond_clockwait(c, m, clock, abstime);
   }
-  if (!ValidClock(clock) || abstime == nullptr) return EINVAL;
+  if (!ValidClock(clock)) return EINVAL;
   return Wait(c, m, abstime, clock);
 }
 

@@ -14,20 +14,16 @@ inline bool IsPlainKind(int kind) {
   return k == PTHREAD_MUTEX_NORMAL || k == PTHREAD_MUTEX_ADAPTIVE_NP;
 }
 
-int TypeOf(const pthread_mutex_t* m) {
-  return m->__data.__kind & ~kKindElision & kKindMask;
-}
-
-// Locks a mutex the shim owns. `deadline` == nullptr: no deadline.
-// `abstime` is checked only if the lock would block (POSIX, glibc).
+// Locks a mutex the shim runs. `timed`: a timed lock, whose `abstime` is
+// checked only if the lock would block (POSIX, glibc); a null `abstime`
+// waits without a deadline, as glibc's timed locks do.
 __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
                                        const struct timespec* abstime,
                                        clockid_t clock, bool timed,
                                        const void* caller) {
-  const int kind = m->__data.__kind;
-  if (kind == kKindDestroyed) return EINVAL;
+  const int type = ShimMutexType(m->__data.__kind);
+  if (type < 0) return EINVAL;
   std::atomic<uint32_t>* word = MutexWord(m);
-  const int type = TypeOf(m);
   if (type == PTHREAD_MUTEX_RECURSIVE || type == PTHREAD_MUTEX_ERRORCHECK) {
     if (MutexCore::HeldByCurrentThread(word)) {
       if (type == PTHREAD_MUTEX_ERRORCHECK) return EDEADLK;
@@ -42,7 +38,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
     return 0;
   }
   Deadline deadline = Deadline::Never();
-  if (timed) {
+  if (timed && !IsNull(abstime)) {
     if (!ValidTimespec(abstime)) return EINVAL;
     deadline = Deadline::FromTimespec(*abstime, clock);
   }
@@ -73,9 +69,13 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
     MutexCore::Unlock(word);
     return 0;
   }
-  if (kind == kKindDestroyed) return EINVAL;
-  if (kind & kKindGlibcOwned) return __pthread_mutex_unlock(m);
-  const int type = TypeOf(m);
+  if (MutexIsGlibcOwned(m)) return __pthread_mutex_unlock(m);
+  const int type = ShimMutexType(kind);
+  if (type < 0) return EINVAL;
+  if (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) {
+    MutexCore::Unlock(word);  // with unused kind bits set: still no check
+    return 0;
+  }
   if (!MutexCore::HeldByCurrentThread(word)) return EPERM;
   if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
   MutexCore::Unlock(word);
@@ -97,8 +97,13 @@ int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* attr) {
 
 int pthread_mutex_destroy(pthread_mutex_t* m) {
   if (MutexIsGlibcOwned(m)) return __pthread_mutex_destroy(m);
-  if (m->__data.__kind == kKindDestroyed) return EINVAL;
-  if (MutexCore::IsLocked(MutexWord(m))) return EBUSY;
+  // As glibc, whose __nusers counts the holder and the threads inside a
+  // condvar wait with the mutex: EBUSY while either exists. Destroying a
+  // destroyed mutex again is 0 there too.
+  if (MutexCore::IsLocked(MutexWord(m)) ||
+      MutexCondWaiters(m)->load(std::memory_order_relaxed) != 0) {
+    return EBUSY;
+  }
   // As glibc: a destroyed mutex reports EINVAL until re-initialized.
   m->__data.__kind = kKindDestroyed;
   return 0;
@@ -120,19 +125,18 @@ int pthread_mutex_lock(pthread_mutex_t* m) {
 }
 
 int pthread_mutex_trylock(pthread_mutex_t* m) {
-  const int kind = m->__data.__kind;
-  if (kind == kKindDestroyed) return EINVAL;
-  if (kind & kKindGlibcOwned) return __pthread_mutex_trylock(m);
+  if (MutexIsGlibcOwned(m)) return __pthread_mutex_trylock(m);
+  const int type = ShimMutexType(m->__data.__kind);
+  if (type < 0) return EINVAL;
   std::atomic<uint32_t>* word = MutexWord(m);
-  if (TypeOf(m) == PTHREAD_MUTEX_RECURSIVE &&
-      MutexCore::HeldByCurrentThread(word)) {
+  if (type == PTHREAD_MUTEX_RECURSIVE && MutexCore::HeldByCurrentThread(word)) {
     if (m->__data.__count + 1 == 0) return EAGAIN;
     ++m->__data.__count;
     return 0;
   }
   // glibc's errorcheck trylock on a mutex the caller holds is EBUSY too.
   if (!MutexCore::TryLock(word)) return EBUSY;
-  if (TypeOf(m) == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
+  if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
   if (g_stats) RecordAcquire(m, false, 0, __builtin_return_address(0));
   return 0;
 }
@@ -152,16 +156,15 @@ int pthread_mutex_unlock(pthread_mutex_t* m) { return ShimMutexUnlock(m); }
 
 // C11 threads (glibc implements them without the pthread symbols).
 int mtx_init(mtx_t* mtx, int type) {
-  if (type != mtx_plain && type != mtx_timed &&
-      type != (mtx_plain | mtx_recursive) &&
-      type != (mtx_timed | mtx_recursive)) {
-    return thrd_error;
-  }
+  // As glibc 2.36: exactly mtx_plain or mtx_timed with mtx_recursive make
+  // a recursive mutex; every other type, unknown ones included, a normal
+  // one (no thrd_error).
+  const bool recursive = type == (mtx_plain | mtx_recursive) ||
+                         type == (mtx_timed | mtx_recursive);
   pthread_mutexattr_t attr;
   pthread_mutexattr_init(&attr);
-  pthread_mutexattr_settype(&attr, (type & mtx_recursive)
-                                       ? PTHREAD_MUTEX_RECURSIVE
-                                       : PTHREAD_MUTEX_NORMAL);
+  pthread_mutexattr_settype(
+      &attr, recursive ? PTHREAD_MUTEX_RECURSIVE : PTHREAD_MUTEX_NORMAL);
   const int rc =
       pthread_mutex_init(reinterpret_cast<pthread_mutex_t*>(mtx), &attr);
   pthread_mutexattr_destroy(&attr);

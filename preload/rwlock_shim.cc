@@ -42,24 +42,44 @@ Core::Kind KindOf(const pthread_rwlock_t* rw) {
              : Core::Kind::kPreferReader;
 }
 
-// `abstime` == nullptr: no deadline. EDEADLK, as glibc, when the caller
-// already holds the lock for writing.
-int RdLock(pthread_rwlock_t* rw, const struct timespec* abstime,
-           clockid_t clock) {
-  if (abstime != nullptr && !ValidTimespec(abstime)) return EINVAL;
+// The deadline of a timed lock, as glibc 2.36 reads its arguments: a null
+// `abstime` waits without a deadline and leaves `clock` unchecked;
+// otherwise an unsupported clock or a bad tv_nsec is EINVAL, even when the
+// lock is free (POSIX allows either). `clock` is CLOCK_REALTIME for the
+// timed* forms. Returns 0 or EINVAL.
+int DeadlineOf(const struct timespec* abstime, clockid_t clock, Deadline* d) {
+  if (IsNull(abstime)) {
+    *d = Deadline::Never();
+    return 0;
+  }
+  if (!ValidClock(clock) || !ValidTimespec(abstime)) return EINVAL;
+  *d = Deadline::FromTimespec(*abstime, clock);
+  return 0;
+}
+
+// EDEADLK, as glibc, when the caller already holds the lock for writing.
+int RdLock(pthread_rwlock_t* rw, const Deadline& d) {
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
-  const Deadline d = abstime == nullptr ? Deadline::Never()
-                                        : Deadline::FromTimespec(*abstime, clock);
   return Core::LockShared(Word(rw), Ema(rw), d);
 }
 
-int WrLock(pthread_rwlock_t* rw, const struct timespec* abstime,
-           clockid_t clock) {
-  if (abstime != nullptr && !ValidTimespec(abstime)) return EINVAL;
+int WrLock(pthread_rwlock_t* rw, const Deadline& d) {
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
-  const Deadline d = abstime == nullptr ? Deadline::Never()
-                                        : Deadline::FromTimespec(*abstime, clock);
   return Core::Lock(Word(rw), Ema(rw), KindOf(rw), d);
+}
+
+int TimedRdLock(pthread_rwlock_t* rw, clockid_t clock,
+                const struct timespec* abstime) {
+  Deadline d = Deadline::Never();
+  if (const int rc = DeadlineOf(abstime, clock, &d); rc != 0) return rc;
+  return RdLock(rw, d);
+}
+
+int TimedWrLock(pthread_rwlock_t* rw, clockid_t clock,
+                const struct timespec* abstime) {
+  Deadline d = Deadline::Never();
+  if (const int rc = DeadlineOf(abstime, clock, &d); rc != 0) return rc;
+  return WrLock(rw, d);
 }
 
 }  // namespace
@@ -79,30 +99,26 @@ int pthread_rwlock_init(pthread_rwlock_t* rw,
 
 int pthread_rwlock_destroy(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_destroy(rw);
-  // POSIX allows EBUSY for a held lock; glibc would not notice.
-  return Word(rw)->load(std::memory_order_relaxed) != 0 &&
-                 (Core::ReaderCount(Word(rw)) != 0 || Core::WriterActive(Word(rw)))
-             ? EBUSY
-             : 0;
+  // glibc 2.36's destroy does nothing and returns 0, also for a held lock
+  // or one with waiters (POSIX allows EBUSY there; programs check for 0).
+  return 0;
 }
 
 int pthread_rwlock_rdlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_rdlock(rw);
-  return RdLock(rw, nullptr, CLOCK_REALTIME);
+  return RdLock(rw, Deadline::Never());
 }
 
 int pthread_rwlock_timedrdlock(pthread_rwlock_t* rw,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_timedrdlock(rw, abstime);
-  if (abstime == nullptr) return EINVAL;
-  return RdLock(rw, abstime, CLOCK_REALTIME);
+  return TimedRdLock(rw, CLOCK_REALTIME, abstime);
 }
 
 int pthread_rwlock_clockrdlock(pthread_rwlock_t* rw, clockid_t clock,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_clockrdlock(rw, clock, abstime);
-  if (!ValidClock(clock) || abstime == nullptr) return EINVAL;
-  return RdLock(rw, abstime, clock);
+  return TimedRdLock(rw, clock, abstime);
 }
 
 int pthread_rwlock_tryrdlock(pthread_rwlock_t* rw) {
@@ -112,21 +128,19 @@ int pthread_rwlock_tryrdlock(pthread_rwlock_t* rw) {
 
 int pthread_rwlock_wrlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_wrlock(rw);
-  return WrLock(rw, nullptr, CLOCK_REALTIME);
+  return WrLock(rw, Deadline::Never());
 }
 
 int pthread_rwlock_timedwrlock(pthread_rwlock_t* rw,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_timedwrlock(rw, abstime);
-  if (abstime == nullptr) return EINVAL;
-  return WrLock(rw, abstime, CLOCK_REALTIME);
+  return TimedWrLock(rw, CLOCK_REALTIME, abstime);
 }
 
 int pthread_rwlock_clockwrlock(pthread_rwlock_t* rw, clockid_t clock,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_clockwrlock(rw, clock, abstime);
-  if (!ValidClock(clock) || abstime == nullptr) return EINVAL;
-  return WrLock(rw, abstime, clock);
+  return TimedWrLock(rw, clock, abstime);
 }
 
 int pthread_rwlock_trywrlock(pthread_rwlock_t* rw) {
@@ -142,7 +156,9 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
     return 0;
   }
   // Readers are not tracked per thread (neither does glibc): a read unlock
-  // needs only a reader to release; an unheld lock is EPERM.
+  // needs only a reader to release. An unheld lock (or a write lock held
+  // by another thread) is EPERM, which POSIX allows; glibc 2.36 returns 0
+  // and corrupts its reader count (README, differences from glibc).
   if (Core::ReaderCount(word) == 0) return EPERM;
   Core::UnlockShared(word);
   return 0;

@@ -78,15 +78,18 @@ int sem_wait(sem_t* s) {
 }
 
 int sem_timedwait(sem_t* __restrict s, const struct timespec* __restrict at) {
-  if (!Ours(s)) return RealGlibc().sem_timedwait(s, at);
+  // glibc 2.36 dereferences a null `at` (SIGSEGV); EINVAL, its answer to
+  // every other invalid time, instead, also for its own semaphores.
   if (!ValidTimespec(at)) return Fail(EINVAL);
+  if (!Ours(s)) return RealGlibc().sem_timedwait(s, at);
   return Wait(s, Deadline::FromTimespec(*at, CLOCK_REALTIME));
 }
 
 int sem_clockwait(sem_t* __restrict s, clockid_t clock,
                   const struct timespec* __restrict at) {
-  if (!Ours(s)) return RealGlibc().sem_clockwait(s, clock, at);
+  // As sem_timedwait (glibc checks the clock first).
   if (!ValidClock(clock) || !ValidTimespec(at)) return Fail(EINVAL);
+  if (!Ours(s)) return RealGlibc().sem_clockwait(s, clock, at);
   return Wait(s, Deadline::FromTimespec(*at, clock));
 }
 

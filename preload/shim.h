@@ -6,6 +6,9 @@
 //                    __nusers spin moving average (glibc: user count)
 //                    __kind   glibc's kind word, set by glibc's init or a
 //                             static initializer; read to dispatch
+//                    __spins, __elision (4 bytes at offset 20): threads
+//                             inside a condvar wait with the mutex (glibc's
+//                             __nusers counts them: destroy's EBUSY)
 //   pthread_cond_t   __wseq   CondVarCore word (8 bytes at offset 0)
 //                    __wrefs  glibc's attribute bits: 1 pshared, 2 monotonic
 // Objects whose kind glibc alone implements (process-shared, robust,
@@ -20,6 +23,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "runtime/deadline.h"
@@ -46,12 +50,27 @@ inline std::atomic<uint32_t>* MutexWord(pthread_mutex_t* m) {
 inline std::atomic<int32_t>* MutexEma(pthread_mutex_t* m) {
   return reinterpret_cast<std::atomic<int32_t>*>(&m->__data.__nusers);
 }
+inline std::atomic<uint32_t>* MutexCondWaiters(pthread_mutex_t* m) {
+  static_assert(offsetof(__pthread_mutex_s, __spins) == 20 &&
+                    sizeof(m->__data.__spins) + sizeof(m->__data.__elision) ==
+                        sizeof(uint32_t),
+                "__spins and __elision make one aligned 32-bit word");
+  return reinterpret_cast<std::atomic<uint32_t>*>(&m->__data.__spins);
+}
 inline std::atomic<uintptr_t>* CondWord(pthread_cond_t* c) {
   return reinterpret_cast<std::atomic<uintptr_t>*>(c);
 }
 inline bool MutexIsGlibcOwned(const pthread_mutex_t* m) {
   return m->__data.__kind != kKindDestroyed &&
          (m->__data.__kind & kKindGlibcOwned) != 0;
+}
+// The type (PTHREAD_MUTEX_NORMAL, _RECURSIVE, _ERRORCHECK, _ADAPTIVE_NP) of
+// a mutex the shim runs (not MutexIsGlibcOwned), or -1 where glibc's lock,
+// trylock, unlock and cond waits return EINVAL: a destroyed mutex (-1) or
+// bit 4 or 8 set (no such kind). Elision hints and bits above glibc's kind
+// mask are ignored, as glibc's functions ignore them.
+inline int ShimMutexType(int kind) {
+  return (kind & 12) != 0 ? -1 : kind & kKindMask;
 }
 inline bool CondIsGlibcOwned(const pthread_cond_t* c) {
   return (c->__data.__wrefs & kCondPshared) != 0;
@@ -95,9 +114,16 @@ struct Glibc {
 };
 const Glibc& RealGlibc();
 
-// A timespec that POSIX accepts as an absolute time.
+// Whether `p` is null. glibc's headers declare the time arguments of the
+// functions the shim defines nonnull, so the compiler would fold a plain
+// test of them to false; it cannot see through this one.
+inline bool IsNull(const void* p) {
+  asm("" : "+r"(p));
+  return p == nullptr;
+}
+// A timespec that POSIX accepts as an absolute time (not null).
 inline bool ValidTimespec(const struct timespec* ts) {
-  return ts != nullptr && ts->tv_nsec >= 0 && ts->tv_nsec < 1000000000;
+  return !IsNull(ts) && ts->tv_nsec >= 0 && ts->tv_nsec < 1000000000;
 }
 inline bool ValidClock(clockid_t clock) {
   return clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC;

@@ -90,13 +90,20 @@ class CondVar {
     while (!pred()) Wait(mu);
   }
 
-  // Any BasicLockable (std::unique_lock<L>, std::mutex, ...): released
-  // after the thread is queued, re-locked after wake-up. No requeue.
+  // Any BasicLockable (std::unique_lock<L>, std::mutex, ...), held by the
+  // caller: released by one unlock() after the thread is queued, re-taken
+  // by one lock() on every way out (notification, timeout, spurious
+  // wake-up). No requeue. A RecursiveMutex held n times is thus held n
+  // times again after the wait, and stays held through it if n > 1 (as
+  // glibc's pthread_cond_wait treats a recursive mutex). Returns false on
+  // timeout. If unlock() or lock() throws, std::terminate is called (as
+  // std::condition_variable_any does when it cannot re-lock): a wait left
+  // by an exception would leave the thread queued.
   template <typename Lock>
   bool WaitAnyUntil(Lock& lock, Deadline deadline) {
     return CondVarCore::WaitAny(
-        &state_, [&lock] { lock.unlock(); }, [&lock] { lock.lock(); },
-        deadline);
+        &state_, [&lock]() noexcept { lock.unlock(); },
+        [&lock]() noexcept { lock.lock(); }, deadline);
   }
   template <typename Lock>
   void WaitAny(Lock& lock) {

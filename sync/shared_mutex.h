@@ -82,7 +82,9 @@ class SharedMutexCore {
   static constexpr uint64_t kOneReader = uint64_t{1} << kReaderShift;
   // Read locks that may be held at once; one more is EAGAIN
   // (pthread_rwlock_rdlock's "maximum number of read locks exceeded").
-  static constexpr uint64_t kMaxReaders = 0xffffffffu;
+  // glibc 2.36's limit (its reader count has 28 bits), so that the shim
+  // says EAGAIN where glibc does.
+  static constexpr uint64_t kMaxReaders = (uint64_t{1} << 28) - 1;
 
   static uint64_t OwnerBits(uint32_t slot) {
     return uint64_t{slot} << kOwnerShift | kWriter;

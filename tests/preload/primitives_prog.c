@@ -154,6 +154,89 @@ static void rwlock_semantics(void) {
   CHECK_RC(reader_passes_waiting_writer(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP), EBUSY);
 }
 
+/* --- rwlock: glibc 2.36 where POSIX is silent --- */
+struct delayed_wrunlock {
+  pthread_rwlock_t* rw;
+  int locked;
+};
+static void* hold_write_briefly(void* p) {
+  struct delayed_wrunlock* d = (struct delayed_wrunlock*)p;
+  CHECK_RC(pthread_rwlock_wrlock(d->rw), 0);
+  __atomic_store_n(&d->locked, 1, __ATOMIC_RELEASE);
+  usleep(30000);
+  CHECK_RC(pthread_rwlock_unlock(d->rw), 0);
+  return NULL;
+}
+static void* timed_writer(void* p) {
+  struct timespec dl = shim_ts_from_ns(shim_now_ns(CLOCK_REALTIME) + 100000000);
+  CHECK_RC(pthread_rwlock_timedwrlock((pthread_rwlock_t*)p, &dl), ETIMEDOUT);
+  return NULL;
+}
+
+static void rwlock_glibc_parity(void) {
+  /* glibc's destroy does nothing and returns 0, held or not, waiters or
+   * not; the lock keeps working. */
+  pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+  CHECK_RC(pthread_rwlock_rdlock(&rw), 0);
+  CHECK_RC(pthread_rwlock_destroy(&rw), 0);
+  CHECK_RC(pthread_rwlock_unlock(&rw), 0);
+  CHECK_RC(pthread_rwlock_wrlock(&rw), 0);
+  CHECK_RC(pthread_rwlock_destroy(&rw), 0);
+  CHECK_RC(pthread_rwlock_unlock(&rw), 0);
+  CHECK_RC(pthread_rwlock_rdlock(&rw), 0);
+  pthread_t w;
+  CHECK_RC(pthread_create(&w, NULL, timed_writer, &rw), 0);
+  usleep(20000);
+  CHECK_RC(pthread_rwlock_destroy(&rw), 0);  /* a writer waits */
+  CHECK_RC(pthread_join(w, NULL), 0);
+  CHECK_RC(pthread_rwlock_unlock(&rw), 0);
+  CHECK_RC(pthread_rwlock_destroy(&rw), 0);
+
+  /* A null abstime: no deadline, and the clock is not looked at. */
+  const struct timespec* volatile no_time = NULL;  /* no -Wnonnull */
+  CHECK_RC(pthread_rwlock_init(&rw, NULL), 0);
+  CHECK_RC(pthread_rwlock_timedrdlock(&rw, no_time), 0);
+  CHECK_RC(pthread_rwlock_clockrdlock(&rw, CLOCK_MONOTONIC, no_time), 0);
+  CHECK_RC(pthread_rwlock_clockrdlock(&rw, CLOCK_PROCESS_CPUTIME_ID, no_time), 0);
+  for (int i = 0; i < 3; ++i) CHECK_RC(pthread_rwlock_unlock(&rw), 0);
+  CHECK_RC(pthread_rwlock_timedwrlock(&rw, no_time), 0);
+  CHECK_RC(pthread_rwlock_timedrdlock(&rw, no_time), EDEADLK);
+  CHECK_RC(pthread_rwlock_clockwrlock(&rw, CLOCK_REALTIME, no_time), EDEADLK);
+  CHECK_RC(pthread_rwlock_unlock(&rw), 0);
+  CHECK_RC(pthread_rwlock_clockwrlock(&rw, CLOCK_PROCESS_CPUTIME_ID, no_time), 0);
+  CHECK_RC(pthread_rwlock_unlock(&rw), 0);
+  /* ... and waits for a writer that lets go. */
+  for (int i = 0; i < 4; ++i) {
+    struct delayed_wrunlock d = {&rw, 0};
+    pthread_t t;
+    CHECK_RC(pthread_create(&t, NULL, hold_write_briefly, &d), 0);
+    while (!__atomic_load_n(&d.locked, __ATOMIC_ACQUIRE)) usleep(1000);
+    switch (i) {
+      case 0: CHECK_RC(pthread_rwlock_timedrdlock(&rw, no_time), 0); break;
+      case 1: CHECK_RC(pthread_rwlock_timedwrlock(&rw, no_time), 0); break;
+      case 2: CHECK_RC(pthread_rwlock_clockrdlock(&rw, CLOCK_MONOTONIC, no_time), 0); break;
+      default: CHECK_RC(pthread_rwlock_clockwrlock(&rw, CLOCK_MONOTONIC, no_time), 0); break;
+    }
+    CHECK_RC(pthread_rwlock_unlock(&rw), 0);
+    CHECK_RC(pthread_join(t, NULL), 0);
+  }
+  CHECK_RC(pthread_rwlock_destroy(&rw), 0);
+
+  /* glibc counts at most 2^28 - 1 read locks; one more is EAGAIN. */
+  CHECK_RC(pthread_rwlock_init(&rw, NULL), 0);
+  long readers = 0;
+  int rc;
+  while ((rc = pthread_rwlock_tryrdlock(&rw)) == 0 && readers < (1L << 30)) ++readers;
+  CHECK_RC(rc, EAGAIN);
+  CHECK(readers == (1L << 28) - 1);
+  CHECK_RC(pthread_rwlock_rdlock(&rw), EAGAIN);
+  struct timespec past = {1, 0};
+  CHECK_RC(pthread_rwlock_timedrdlock(&rw, &past), EAGAIN);
+  CHECK_RC(pthread_rwlock_unlock(&rw), 0);
+  CHECK_RC(pthread_rwlock_rdlock(&rw), 0);
+  CHECK_RC(pthread_rwlock_destroy(&rw), 0);  /* abandoned, read-locked */
+}
+
 /* --- semaphore semantics --- */
 static sem_t g_sig_sem;
 static void on_usr1(int sig) { (void)sig; }
@@ -206,6 +289,20 @@ static void sem_semantics(void) {
   CHECK_RC(sem_init(&s, 0, SEM_VALUE_MAX), 0);
   CHECK(sem_post(&s) == -1 && errno == EOVERFLOW);
   CHECK_RC(sem_destroy(&s), 0);
+  /* A null time: glibc 2.36 dereferences it (SIGSEGV); the shim says
+   * EINVAL, glibc's answer to every other invalid time, also for glibc's
+   * own (process-shared) semaphores. Not run against glibc. */
+  if (!g_shim_test_glibc) {
+    const struct timespec* volatile no_time = NULL;
+    for (int pshared = 0; pshared < 2; ++pshared) {
+      CHECK_RC(sem_init(&s, pshared, 1), 0);
+      CHECK(sem_timedwait(&s, no_time) == -1 && errno == EINVAL);
+      CHECK(sem_clockwait(&s, CLOCK_MONOTONIC, no_time) == -1 && errno == EINVAL);
+      CHECK(sem_clockwait(&s, CLOCK_PROCESS_CPUTIME_ID, no_time) == -1 && errno == EINVAL);
+      CHECK_RC(sem_trywait(&s), 0);  /* the unit is still there */
+      CHECK_RC(sem_destroy(&s), 0);
+    }
+  }
   sem_signal_case(0);
   sem_signal_case(1);
   /* A process-shared semaphore in shared memory across fork(): glibc's. */
@@ -262,6 +359,12 @@ static void sem_cancellation(void) {
 static void barrier_semantics(void) {
   pthread_barrier_t b;
   CHECK_RC(pthread_barrier_init(&b, NULL, 0), EINVAL);
+  /* glibc 2.36 takes counts below 2^31 - 1. */
+  CHECK_RC(pthread_barrier_init(&b, NULL, 0x7fffffffu), EINVAL);
+  CHECK_RC(pthread_barrier_init(&b, NULL, 0x80000000u), EINVAL);
+  CHECK_RC(pthread_barrier_init(&b, NULL, 0xffffffffu), EINVAL);
+  CHECK_RC(pthread_barrier_init(&b, NULL, 0x7ffffffeu), 0);
+  CHECK_RC(pthread_barrier_destroy(&b), 0);
   CHECK_RC(pthread_barrier_init(&b, NULL, 1), 0);
   CHECK_RC(pthread_barrier_wait(&b), PTHREAD_BARRIER_SERIAL_THREAD);
   CHECK_RC(pthread_barrier_destroy(&b), 0);
@@ -270,6 +373,7 @@ static void barrier_semantics(void) {
 int main(void) {
   shim_test_start("primitives", 120);
   rwlock_semantics();
+  rwlock_glibc_parity();
   sem_semantics();
   barrier_semantics();
   sem_cancellation();

@@ -685,6 +685,225 @@ static void test_c11(void) {
   mtx_destroy(&m);
 }
 
+/* ---- glibc 2.36 where POSIX is silent ----------------------------------- */
+
+/* A null abstime: glibc 2.36's timed mutex locks wait without a deadline
+ * (and check the clock first). */
+static void test_null_abstime_mutex(void) {
+  const struct timespec* volatile no_time = NULL;  /* no -Wnonnull */
+  static const int kinds[] = {PTHREAD_MUTEX_NORMAL, PTHREAD_MUTEX_RECURSIVE,
+                              PTHREAD_MUTEX_ERRORCHECK,
+                              PTHREAD_MUTEX_ADAPTIVE_NP};
+  for (size_t k = 0; k < 4; ++k) {
+    pthread_mutex_t m;
+    init_kind(&m, kinds[k]);
+    CHECK_RC(pthread_mutex_timedlock(&m, no_time), 0);
+    if (kinds[k] == PTHREAD_MUTEX_RECURSIVE) {
+      CHECK_RC(pthread_mutex_timedlock(&m, no_time), 0);
+      CHECK_RC(pthread_mutex_clocklock(&m, CLOCK_MONOTONIC, no_time), 0);
+      CHECK_RC(pthread_mutex_unlock(&m), 0);
+      CHECK_RC(pthread_mutex_unlock(&m), 0);
+    } else if (kinds[k] == PTHREAD_MUTEX_ERRORCHECK) {
+      CHECK_RC(pthread_mutex_timedlock(&m, no_time), EDEADLK);
+    }
+    CHECK_RC(pthread_mutex_unlock(&m), 0);
+    CHECK_RC(pthread_mutex_clocklock(&m, CLOCK_PROCESS_CPUTIME_ID, no_time), EINVAL);
+    /* Held elsewhere: waits for the unlock (EINVAL before the fix). */
+    for (int clocked = 0; clocked < 2; ++clocked) {
+      struct delayed_unlock d = {&m, 30};
+      pthread_t t = shim_spawn(delayed_unlock_main, &d);
+      shim_sleep_ms(5);
+      CHECK_RC(clocked ? pthread_mutex_clocklock(&m, CLOCK_REALTIME, no_time)
+                       : pthread_mutex_timedlock(&m, no_time),
+               0);
+      CHECK_RC(pthread_mutex_unlock(&m), 0);
+      pthread_join(t, NULL);
+    }
+    CHECK_RC(pthread_mutex_destroy(&m), 0);
+  }
+  mtx_t cm;
+  CHECK(mtx_init(&cm, mtx_timed) == thrd_success);
+  CHECK(mtx_timedlock(&cm, no_time) == thrd_success);
+  CHECK(mtx_unlock(&cm) == thrd_success);
+  mtx_destroy(&cm);
+  /* A null abstime in a timed condvar wait: glibc 2.36 dereferences it
+   * (SIGSEGV); the shim says EINVAL, glibc's answer to every other invalid
+   * abstime, and the mutex stays held. Not run against glibc. */
+  if (!g_shim_test_glibc) {
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    pthread_cond_t pc;
+    pthread_condattr_t ca;
+    CHECK_RC(pthread_condattr_init(&ca), 0);
+    CHECK_RC(pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED), 0);
+    CHECK_RC(pthread_cond_init(&pc, &ca), 0);
+    CHECK_RC(pthread_condattr_destroy(&ca), 0);
+    CHECK_RC(pthread_mutex_lock(&m), 0);
+    CHECK_RC(pthread_cond_timedwait(&c, &m, no_time), EINVAL);
+    CHECK_RC(pthread_cond_clockwait(&c, &m, CLOCK_MONOTONIC, no_time), EINVAL);
+    CHECK_RC(pthread_cond_clockwait(&c, &m, CLOCK_PROCESS_CPUTIME_ID, no_time), EINVAL);
+    CHECK_RC(pthread_cond_timedwait(&pc, &m, no_time), EINVAL);
+    CHECK_RC(on_other_thread(trylock_unlock, &m), EBUSY);
+    CHECK_RC(pthread_mutex_unlock(&m), 0);
+    CHECK_RC(pthread_cond_destroy(&pc), 0);
+    mtx_t m11;
+    cnd_t c11;
+    CHECK(mtx_init(&m11, mtx_plain) == thrd_success);
+    CHECK(cnd_init(&c11) == thrd_success);
+    CHECK(mtx_lock(&m11) == thrd_success);
+    CHECK(cnd_timedwait(&c11, &m11, no_time) == thrd_error);
+    CHECK(mtx_unlock(&m11) == thrd_success);
+    cnd_destroy(&c11);
+    mtx_destroy(&m11);
+  }
+}
+
+/* A waiter inside a timed condvar wait on (c, m) until *stop. */
+struct in_wait {
+  pthread_cond_t* c;
+  pthread_mutex_t* m;
+  int waiting;
+  int stop;
+  int rc;
+};
+static void* in_wait_main(void* p) {
+  struct in_wait* w = (struct in_wait*)p;
+  CHECK_RC(pthread_mutex_lock(w->m), 0);
+  w->waiting = 1;
+  w->rc = 0;
+  while (!w->stop && w->rc == 0) {
+    struct timespec dl = shim_deadline_ms(CLOCK_REALTIME, 20000);
+    w->rc = pthread_cond_timedwait(w->c, w->m, &dl);
+  }
+  CHECK_RC(pthread_mutex_unlock(w->m), 0);
+  return NULL;
+}
+
+/* glibc counts a thread inside a condvar wait as a user of the mutex
+ * (__nusers): destroying the mutex then is EBUSY, not 0. */
+static void destroy_while_in_wait(pthread_mutex_t* m, pthread_cond_t* c,
+                                  const char* what) {
+  struct in_wait w = {c, m, 0, 0, -1};
+  pthread_t t = shim_spawn(in_wait_main, &w);
+  for (;;) {  /* seen under the mutex: the waiter released it in the wait */
+    CHECK_RC(pthread_mutex_lock(m), 0);
+    const int in = w.waiting;
+    CHECK_RC(pthread_mutex_unlock(m), 0);
+    if (in) break;
+    shim_sleep_ms(1);
+  }
+  const int rc = pthread_mutex_destroy(m);
+  if (rc != EBUSY) SHIM_FAIL("%s: destroy with a thread in a cond wait: %d (%s)", what, rc, shim_errname(rc));
+  CHECK_RC(pthread_mutex_lock(m), 0);  /* still a working mutex */
+  w.stop = 1;
+  CHECK_RC(pthread_cond_broadcast(c), 0);
+  CHECK_RC(pthread_mutex_unlock(m), 0);
+  pthread_join(t, NULL);
+  CHECK_RC(w.rc, 0);
+  CHECK_RC(pthread_mutex_destroy(m), 0);  /* the waiter is gone */
+}
+
+static void test_destroy_parity(void) {
+  static const int kinds[] = {PTHREAD_MUTEX_NORMAL, PTHREAD_MUTEX_RECURSIVE,
+                              PTHREAD_MUTEX_ERRORCHECK,
+                              PTHREAD_MUTEX_ADAPTIVE_NP};
+  pthread_condattr_t ca;
+  CHECK_RC(pthread_condattr_init(&ca), 0);
+  CHECK_RC(pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED), 0);
+  for (size_t k = 0; k < 4; ++k) {
+    pthread_mutex_t m;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    pthread_cond_t pc;
+    CHECK_RC(pthread_cond_init(&pc, &ca), 0);
+    init_kind(&m, kinds[k]);
+    destroy_while_in_wait(&m, &c, "private cond");
+    init_kind(&m, kinds[k]);
+    destroy_while_in_wait(&m, &pc, "process-shared cond");
+    /* Destroyed twice: 0 both times. */
+    CHECK_RC(pthread_mutex_destroy(&m), 0);
+    /* A destroyed mutex in a condvar wait: EINVAL (glibc's unlock inside
+     * the wait), not a wait. */
+    CHECK_RC(cond_wait_on(&m), EINVAL);
+    CHECK_RC(cond_wait_on_cond(&pc, &m), EINVAL);
+    CHECK_RC(pthread_cond_destroy(&pc), 0);
+  }
+  /* glibc's process-shared mutex with the shim's private condvar. */
+  pthread_mutexattr_t ma;
+  pthread_mutex_t pm;
+  CHECK_RC(pthread_mutexattr_init(&ma), 0);
+  CHECK_RC(pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED), 0);
+  CHECK_RC(pthread_mutex_init(&pm, &ma), 0);
+  CHECK_RC(pthread_mutexattr_destroy(&ma), 0);
+  pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+  destroy_while_in_wait(&pm, &c, "process-shared mutex, private cond");
+  CHECK_RC(pthread_condattr_destroy(&ca), 0);
+  /* C11: a destroyed mtx_t in cnd_timedwait. */
+  mtx_t m11;
+  cnd_t c11;
+  CHECK(mtx_init(&m11, mtx_plain) == thrd_success);
+  CHECK(cnd_init(&c11) == thrd_success);
+  mtx_destroy(&m11);
+  struct timespec dl = shim_deadline_ms(CLOCK_REALTIME, 20);
+  CHECK(cnd_timedwait(&c11, &m11, &dl) == thrd_error);
+  cnd_destroy(&c11);
+}
+
+/* Kind words glibc's functions refuse (EINVAL), and bits they ignore. */
+static void test_kind_words(void) {
+  static const int bad[] = {4, 8, 12, 4 | PTHREAD_MUTEX_RECURSIVE, 20, 36, 100};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+    pthread_mutex_t m;
+    memset(&m, 0, sizeof(m));
+    m.__data.__kind = bad[i];
+    struct timespec dl = shim_deadline_ms(CLOCK_REALTIME, 20);
+    int rc;
+    if ((rc = pthread_mutex_lock(&m)) != EINVAL) SHIM_FAIL("kind %d: lock %d", bad[i], rc);
+    if ((rc = pthread_mutex_trylock(&m)) != EINVAL) SHIM_FAIL("kind %d: trylock %d", bad[i], rc);
+    if ((rc = pthread_mutex_timedlock(&m, &dl)) != EINVAL) SHIM_FAIL("kind %d: timedlock %d", bad[i], rc);
+    if ((rc = pthread_mutex_unlock(&m)) != EINVAL) SHIM_FAIL("kind %d: unlock %d", bad[i], rc);
+    if ((rc = cond_wait_on(&m)) != EINVAL) SHIM_FAIL("kind %d: cond wait %d", bad[i], rc);
+    if ((rc = pthread_mutex_destroy(&m)) != 0) SHIM_FAIL("kind %d: destroy %d", bad[i], rc);
+  }
+  /* Bits above glibc's kind mask change nothing. */
+  for (int type = 0; type < 4; ++type) {
+    pthread_mutex_t m;
+    memset(&m, 0, sizeof(m));
+    m.__data.__kind = 1024 | type;
+    CHECK_RC(pthread_mutex_lock(&m), 0);
+    const int checked = type == PTHREAD_MUTEX_RECURSIVE || type == PTHREAD_MUTEX_ERRORCHECK;
+    if (checked) {
+      CHECK_RC(pthread_mutex_lock(&m), type == PTHREAD_MUTEX_RECURSIVE ? 0 : EDEADLK);
+    } else {
+      CHECK_RC(pthread_mutex_trylock(&m), EBUSY);
+    }
+    if (type == PTHREAD_MUTEX_RECURSIVE) CHECK_RC(pthread_mutex_unlock(&m), 0);
+    CHECK_RC(on_other_thread(pthread_mutex_unlock, &m), checked ? EPERM : 0);
+    if (checked) CHECK_RC(pthread_mutex_unlock(&m), 0);
+    CHECK_RC(on_other_thread(trylock_unlock, &m), 0);
+  }
+  /* C11: glibc 2.36 makes a normal mutex of any type it does not know. */
+  static const int types[] = {0, 1, 2, 3, 4, 5, 7, 77, -1};
+  for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); ++i) {
+    mtx_t m;
+    if (mtx_init(&m, types[i]) != thrd_success) {
+      SHIM_FAIL("mtx_init(%d) failed", types[i]);
+      continue;
+    }
+    const int recursive = types[i] == 1 || types[i] == 3;
+    CHECK(mtx_lock(&m) == thrd_success);
+    CHECK(mtx_trylock(&m) == (recursive ? thrd_success : thrd_busy));
+    if (recursive) CHECK(mtx_unlock(&m) == thrd_success);
+    CHECK(mtx_unlock(&m) == thrd_success);
+    mtx_destroy(&m);
+  }
+}
+
+static void test_glibc_parity(void) {
+  test_null_abstime_mutex();
+  test_destroy_parity();
+  test_kind_words();
+}
+
 /* ---- robust mutexes (glibc's) ------------------------------------------- */
 
 static void init_robust(pthread_mutex_t* m, int kind) {
@@ -1024,6 +1243,7 @@ int main(void) {
   test_timedlock(PTHREAD_MUTEX_ADAPTIVE_NP);
   test_cond();
   test_c11();
+  test_glibc_parity();
   test_robust();
   test_pshared();
   test_pshared_cond_private_mutex();
