@@ -103,9 +103,36 @@ void AddCounters(Stats* s, const ThreadCounters& c) {
   s->handoffs += c.handoffs.load(std::memory_order_relaxed);
 }
 
+// Held around a thread's registration with liburcu-bp, and by fork():
+// urcu's registration takes its init_lock, which urcu's own fork handlers
+// do not take, so a fork while another thread registered would leave
+// init_lock held in the child, where every new thread would then hang in
+// its first park (or its first lock, under the shim).
+BucketLock g_rcu_registration;
+
+// Threads between the start of their exit hook's first round and its
+// second (see OnThreadExit): those that may be inside liburcu-bp's own
+// thread-exit destructor. Raised only with g_rcu_registration held.
+std::atomic<int> g_urcu_exits{0};
+// This thread counts in g_urcu_exits.
+__attribute__((tls_model("initial-exec"))) thread_local bool t_urcu_exit_pending;
+
+// The thread-exit hook (a TSD destructor). Runs twice: the first round
+// retires the thread and re-arms the key, so that glibc calls it once more
+// after every other destructor of that round has run, liburcu-bp's among
+// them. That destructor takes urcu's init_lock, which no urcu fork handler
+// covers; ForkPrepare waits while any thread is between the two rounds, so
+// that no child inherits init_lock held.
 void OnThreadExit(void*) {
   Registry& r = Reg();
   ThreadData* td = &t_data;
+  if (td->exited) {
+    if (!t_urcu_exit_pending) return;
+    // Without g_rcu_registration: a waiting ForkPrepare holds it.
+    t_urcu_exit_pending = false;
+    g_urcu_exits.fetch_sub(1, std::memory_order_release);
+    return;
+  }
   // A wait left by siglongjmp may still have this thread queued; its TLS
   // is about to be freed.
   internal::EvictOwnRecord(td);
@@ -117,18 +144,18 @@ void OnThreadExit(void*) {
   r.live.fetch_sub(1, std::memory_order_relaxed);
   // Later destructors (liburcu-bp's own exit hook among them) may still
   // lock and park: the thread stays registered with its slot id, so it is
-  // counted once and its key destructor is never re-armed.
+  // counted once and never registers again.
   td->index = 0;
   td->exited = true;
   new (&td->counters) ThreadCounters();
+  g_rcu_registration.Lock();
+  g_urcu_exits.fetch_add(1, std::memory_order_relaxed);
+  t_urcu_exit_pending = true;
+  g_rcu_registration.Unlock();
+  // The key's value is non-null again: glibc runs another round.
+  pthread_setspecific(r.exit_key, td);
 }
 
-// Held around a thread's registration with liburcu-bp, and by fork():
-// urcu's registration takes its init_lock, which urcu's own fork handlers
-// do not take, so a fork while another thread registered would leave
-// init_lock held in the child, where every new thread would then hang in
-// its first park (or its first lock, under the shim).
-BucketLock g_rcu_registration;
 // Whether ForkPrepare took the locks (g_init may turn 2 meanwhile).
 bool g_fork_locked = false;
 
@@ -150,6 +177,11 @@ void ForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // registering then would wait for g_rcu_registration, held by us.
   CurrentThreadData();
   g_rcu_registration.Lock();
+  // Exits already past their first round finish urcu's destructor (and
+  // release init_lock); new ones wait for g_rcu_registration. A fork from
+  // an exiting thread's own destructor does not wait for itself.
+  const int self = t_urcu_exit_pending ? 1 : 0;
+  while (g_urcu_exits.load(std::memory_order_acquire) > self) sched_yield();
   urcu_bp_before_fork();
   Reg().lock.Lock();
   reinterpret_cast<BucketTable*>(g_table_storage)->LockAllForFork();
@@ -189,6 +221,7 @@ void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // out of a wait) is gone with them.
   t_data.parker.store(0, std::memory_order_relaxed);
   r.parked.store(0, std::memory_order_relaxed);
+  g_urcu_exits.store(t_urcu_exit_pending ? 1 : 0, std::memory_order_relaxed);
   r.lock.Unlock();
   urcu_bp_after_fork_child();
   g_rcu_registration.Unlock();

@@ -8,6 +8,7 @@
 // operation must still see only its own key's threads.
 #include "runtime/parking_lot.h"
 
+#include <setjmp.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -911,6 +912,140 @@ TEST(Park, SameThreadParksRepeatedlyWithFreshTokens) {
     EXPECT_TRUE(results[i].unparked());
     EXPECT_EQ(results[i].token, UnparkToken(i * 3));
   }
+}
+
+}  // namespace
+}  // namespace parklot
+
+namespace parklot {
+namespace {
+
+// --- Signal handlers: UnparkUpTo inside a lock section, away waiters ------
+
+// A validate callback runs under the bucket lock, inside a lock section,
+// just where a signal handler can interrupt a thread: an UnparkUpTo there
+// must not take a bucket lock (on a one-bucket table it would wait for
+// itself) but run once the section closes.
+TEST(UnparkUpTo, InsideALockSectionIsDeferredToItsEnd) {
+  Watchdog wd(kWatch, "UnparkUpToDeferred");
+  Slot parked_on, park_here;
+  ParkedThread t(KeyOf(&parked_on));
+  ASSERT_TRUE(t.AwaitEnqueued());
+  size_t returned = 99;
+  bool still_queued_inside = false;
+  const ParkResult r = Park(KeyOf(&park_here), [&] {
+    returned = UnparkUpTo(KeyOf(&parked_on), 1);
+    still_queued_inside = !t.done() && t.data()->parker.load() != 0;
+    return false;
+  });
+  EXPECT_TRUE(r.invalid());
+  EXPECT_EQ(returned, 0u);  // deferred: nothing woken yet
+  EXPECT_TRUE(still_queued_inside);
+  // Ran when Park's section closed, before Park returned.
+  EXPECT_EQ(t.data()->parker.load(), 0u);
+  const auto& rec = t.Join();
+  EXPECT_TRUE(rec.result.unparked());
+  EXPECT_EQ(rec.result.token, kDefaultUnparkToken);
+}
+
+TEST(UnparkUpTo, CountsAndTokenMask) {
+  Watchdog wd(kWatch, "UnparkUpToCounts");
+  Slot s;
+  // Tokens 1, 2, 1, 2 (as futex bitsets).
+  ParkedThread a(KeyOf(&s), 1);
+  ASSERT_TRUE(a.AwaitEnqueued());
+  ParkedThread b(KeyOf(&s), 2);
+  ASSERT_TRUE(b.AwaitEnqueued());
+  ParkedThread c(KeyOf(&s), 1);
+  ASSERT_TRUE(c.AwaitEnqueued());
+  EXPECT_EQ(UnparkUpTo(KeyOf(&s), 5, 2), 1u);  // b only
+  EXPECT_TRUE(b.Join().result.unparked());
+  EXPECT_EQ(UnparkUpTo(KeyOf(&s), 1), 1u);  // a, first in line
+  EXPECT_TRUE(a.Join().result.unparked());
+  EXPECT_FALSE(c.done());
+  EXPECT_EQ(UnparkUpTo(KeyOf(&s), 0), 0u);
+  EXPECT_EQ(UnparkUpTo(KeyOf(&s), SIZE_MAX), 1u);
+  EXPECT_TRUE(c.Join().result.unparked());
+}
+
+// More distinct keys deferred in one section than a thread keeps: the
+// overflow wakes every parked thread (a spurious wake-up for those no
+// handler asked for), so none of the requested wakes is lost.
+TEST(UnparkUpTo, DeferredOverflowWakesEveryone) {
+  Watchdog wd(kWatch, "UnparkUpToOverflow");
+  constexpr size_t kKeys = kDeferredUnparks + 4;
+  std::vector<Slot> slots(kKeys + 1);
+  std::vector<std::unique_ptr<ParkedThread>> threads;
+  for (size_t i = 0; i <= kKeys; ++i) {
+    threads.push_back(std::make_unique<ParkedThread>(KeyOf(&slots[i])));
+    ASSERT_TRUE(threads.back()->AwaitEnqueued());
+  }
+  Slot park_here;
+  Park(KeyOf(&park_here), [&] {
+    for (size_t i = 0; i < kKeys; ++i) UnparkUpTo(KeyOf(&slots[i]), 1);
+    return false;
+  });
+  for (auto& t : threads) EXPECT_TRUE(t->Join().result.unparked());
+}
+
+// What the preload shim's handler wrapper does, with a handler that leaves
+// the wait by siglongjmp: the record stays queued, marked away; an unpark
+// must skip it (no handoff to a thread that is gone) and wake the next
+// waiter; the jumper's next Park removes any record left.
+sigjmp_buf g_jump;
+void JumpingHandler(int) {
+  SignalHandlerScope scope;
+  EnterSignalHandler(&scope);
+  siglongjmp(g_jump, 1);
+}
+
+TEST(SignalHandlers, AwayWaiterGetsNoHandoffAndTheNextOneDoes) {
+  Watchdog wd(kWatch, "AwayWaiter");
+  struct sigaction sa = {}, old = {};
+  sa.sa_handler = JumpingHandler;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &sa, &old), 0);
+  Slot s;
+  std::atomic<int> stage{0};
+  std::atomic<ThreadData*> jumper_td{nullptr};
+  std::thread jumper([&] {
+    jumper_td.store(CurrentThreadData());
+    if (sigsetjmp(g_jump, 1) == 0) {
+      stage.store(1);
+      Park(KeyOf(&s), [] { return true; });
+      stage.store(-1);  // must not return normally
+      return;
+    }
+    stage.store(2);
+    while (stage.load() != 3) std::this_thread::yield();
+    // Its next Park removes what is left of the old wait first.
+    int other;
+    EXPECT_TRUE(Park(KeyOf(&other), [] { return false; }).invalid());
+    EXPECT_EQ(jumper_td.load()->parker.load(), 0u);
+  });
+  ASSERT_TRUE(WaitFor([&] {
+    ThreadData* td = jumper_td.load();
+    return td != nullptr && (td->parker.load() & kParkerAsleep) != 0;
+  }));
+  ASSERT_EQ(pthread_kill(jumper.native_handle(), SIGUSR2), 0);
+  ASSERT_TRUE(WaitFor([&] { return stage.load() == 2; }));
+  EXPECT_NE(jumper_td.load()->parker.load() & kParkerAway, 0u);
+
+  ParkedThread next(KeyOf(&s));
+  ASSERT_TRUE(next.AwaitEnqueued());
+  const UnparkResult r = UnparkOne(KeyOf(&s), [](UnparkResult r) {
+    return r.unparked_threads == 1 ? UnparkToken{77} : UnparkToken{0};
+  });
+  EXPECT_EQ(r.unparked_threads, 1u);
+  EXPECT_FALSE(r.have_more_threads);
+  const auto& rec = next.Join();
+  EXPECT_TRUE(rec.result.unparked());
+  EXPECT_EQ(rec.result.token, 77u);
+  // The away record was evicted with the default token, not handed 77.
+  EXPECT_EQ(jumper_td.load()->parker.load(), 0u);
+  stage.store(3);
+  jumper.join();
+  sigaction(SIGUSR2, &old, nullptr);
 }
 
 }  // namespace

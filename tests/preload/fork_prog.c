@@ -10,7 +10,7 @@
  * parent), and exits 0. The parent checks its handlers' order and, at the
  * end, that every parked waiter got its lock or notification.
  *
- *   fork_prog [FORKS [--exits-during-fork]]   (default 400 forks) */
+ *   fork_prog [FORKS]   (default 400 forks) */
 #include "tests/preload/shim_test_util.h"
 
 #include <semaphore.h>
@@ -151,30 +151,15 @@ static void* traffic(void* arg) {
 }
 
 /* Short-lived threads register with the lot (and its RCU library) at
- * their first lock, at any time, forks included. They end only between
- * forks, unless --exits-during-fork: a thread's exit takes liburcu-bp's
- * init_lock (urcu_bp_exit, from its thread-exit destructor), which no fork
- * handler covers, so a fork at that moment leaves init_lock held in the
- * child, whose next new thread (or exit()) then hangs. A known limitation,
- * kept out of the default run; fork_exit_race_test (manual) shows it. */
-static int g_exits_during_fork;
-static pthread_mutex_t g_exit_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_exit_cv = PTHREAD_COND_INITIALIZER;
-static int g_forking;  /* a fork is coming: no thread starts to exit */
-static int g_exiting;  /* threads let through, not joined yet */
-
+ * their first lock and end at any time, forks included: a thread's exit
+ * runs liburcu-bp's exit destructor, whose init_lock no urcu fork handler
+ * covers (the lot's fork handler waits for it). */
 static void* short_lived(void* arg) {
   (void)arg;
   CHECK_RC(pthread_mutex_lock(&g_pp_lock), 0);
   ++g_churned;
   CHECK_RC(pthread_cond_broadcast(&g_pp_cv), 0);
   CHECK_RC(pthread_mutex_unlock(&g_pp_lock), 0);
-  if (!g_exits_during_fork) {
-    CHECK_RC(pthread_mutex_lock(&g_exit_lock), 0);
-    while (g_forking) CHECK_RC(pthread_cond_wait(&g_exit_cv, &g_exit_lock), 0);
-    ++g_exiting;
-    CHECK_RC(pthread_mutex_unlock(&g_exit_lock), 0);
-  }
   return NULL;
 }
 
@@ -182,31 +167,8 @@ static void* churn(void* arg) {
   (void)arg;
   while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
     pthread_join(shim_spawn(short_lived, NULL), NULL);
-    if (!g_exits_during_fork) {
-      CHECK_RC(pthread_mutex_lock(&g_exit_lock), 0);
-      --g_exiting;
-      CHECK_RC(pthread_cond_broadcast(&g_exit_cv), 0);
-      CHECK_RC(pthread_mutex_unlock(&g_exit_lock), 0);
-    }
   }
   return NULL;
-}
-
-/* Before a fork: wait until no short-lived thread is exiting. */
-static void exits_hold(void) {
-  if (g_exits_during_fork) return;
-  CHECK_RC(pthread_mutex_lock(&g_exit_lock), 0);
-  g_forking = 1;
-  while (g_exiting > 0) CHECK_RC(pthread_cond_wait(&g_exit_cv, &g_exit_lock), 0);
-  CHECK_RC(pthread_mutex_unlock(&g_exit_lock), 0);
-}
-
-static void exits_release(void) {
-  if (g_exits_during_fork) return;
-  CHECK_RC(pthread_mutex_lock(&g_exit_lock), 0);
-  g_forking = 0;
-  CHECK_RC(pthread_cond_broadcast(&g_exit_cv), 0);
-  CHECK_RC(pthread_mutex_unlock(&g_exit_lock), 0);
 }
 
 /* ---- the child ---------------------------------------------------------- */
@@ -334,7 +296,6 @@ static void reap(pid_t pid) {
 int main(int argc, char** argv) {
   shim_test_start("fork", 110);
   const int forks = argc > 1 ? atoi(argv[1]) : 400;
-  g_exits_during_fork = argc > 2 && strcmp(argv[2], "--exits-during-fork") == 0;
   CHECK_RC(pthread_atfork(prepare1, parent1, child1), 0);
   CHECK_RC(pthread_atfork(prepare2, parent2, child2), 0);
   CHECK_RC(pthread_atfork(prepare3, parent3, child3), 0);
@@ -363,13 +324,11 @@ int main(int argc, char** argv) {
 
   for (int f = 0; f < forks; ++f) {
     pid_t pid;
-    exits_hold();
     if (f % 4 == 3) {
       pthread_join(shim_spawn(fork_from_thread, &pid), NULL);
     } else {
       pid = fork_and_check();
     }
-    exits_release();
     reap(pid);
     /* The lock the prepare handler held is usable in the parent too. */
     CHECK_RC(pthread_mutex_lock(&g_app_lock), 0);
