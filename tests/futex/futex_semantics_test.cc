@@ -444,9 +444,11 @@ std::string SignalCase(FutexFn f, bool restart, int op, const timespec* ts,
 }
 
 std::string Signals(FutexFn f) {
-  static const timespec rel = {30, 0};
-  static const timespec abs_mono = TsFromNs(NowNs(CLOCK_MONOTONIC) + 30000000000);
-  static const timespec abs_real = TsFromNs(NowNs(CLOCK_REALTIME) + 30000000000);
+  // Deadlines for this run (a slow run, as under TSan, may take longer than
+  // 30 s, and the served run comes after the kernel's).
+  const timespec rel = {30, 0};
+  const timespec abs_mono = TsFromNs(NowNs(CLOCK_MONOTONIC) + 30000000000);
+  const timespec abs_real = TsFromNs(NowNs(CLOCK_REALTIME) + 30000000000);
   std::string out;
   for (int restart = 0; restart < 2; ++restart) {
     // One call per statement: argument evaluation order is unspecified.
