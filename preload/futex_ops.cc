@@ -362,11 +362,8 @@ bool Wait(uint32_t* uaddr, uint32_t val, const timespec* ts, bool relative,
       KeyOf(uaddr),
       [uaddr, val, &faulted] {
         uint32_t now;
-        if (!ReadWord(uaddr, &now)) {
-          faulted = true;
-          return false;
-        }
-        return now == val;
+        faulted = !ReadWord(uaddr, &now);
+        return !faulted && now == val;
       },
       [] {}, [](uintptr_t, bool) {}, static_cast<ParkToken>(bitset), deadline);
   if (faulted) return false;
@@ -423,11 +420,8 @@ bool Requeue(long uaddr, int op, int nr_wake, int nr_requeue, long uaddr2,
   const PairResult r = UnparkPair(
       KeyOf(from), KeyOf(Word(uaddr2)), [&](PairPlan* plan) {
         if (cmpval != nullptr) {
-          if (!ReadWord(from, &seen)) {
-            faulted = true;
-            return false;
-          }
-          if (seen != *cmpval) return false;
+          faulted = !ReadWord(from, &seen);
+          if (faulted || seen != *cmpval) return false;
         }
         plan->unpark_from = static_cast<size_t>(nr_wake);
         plan->requeue = static_cast<size_t>(nr_requeue);
@@ -532,14 +526,12 @@ bool WakeOp(long uaddr, int op, int nr_wake, int nr_wake2, long uaddr2,
       UnparkPair(KeyOf(Word(uaddr)), KeyOf(word2), [&](PairPlan* plan) {
         // The atomic read-modify-write, as a compare-and-exchange loop (as
         // the kernel's for OR, ANDN and XOR).
-        for (;;) {
-          const int c = CasWord(word2, &old, NewValue(code.op, old, code.oparg));
-          if (c < 0) {
-            faulted = true;
-            return false;
-          }
-          if (c == 0) break;
-        }
+        int c;
+        do {  // on a difference `old` is the value found: again from it
+          c = CasWord(word2, &old, NewValue(code.op, old, code.oparg));
+        } while (c > 0);
+        faulted = c < 0;
+        if (faulted) return false;
         cond = Compare(code.cmp, static_cast<int>(old), code.cmparg);
         plan->unpark_from = limit;
         plan->unpark_to = cond ? limit2 : 0;

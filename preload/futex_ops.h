@@ -24,18 +24,25 @@
 // too, for the kernel's EFAULT.
 //
 // Bad memory: a served call reads and writes the caller's memory as the
-// kernel does (the timespec, then *uaddr for the waits and
-// FUTEX_CMP_REQUEUE; *uaddr2 for FUTEX_WAKE_OP, a write access; a private
-// word is never touched to wake or requeue), through accessors that cannot
-// crash: where one faults (unmapped, PROT_NONE, read-only for the write, a
-// file mapping past its end) the call, having done nothing, goes to the
-// kernel, whose answer is EFAULT. The valid path costs no system call; the
-// first access is made before any bucket lock is taken. The accessors need
-// the shim's SIGSEGV/SIGBUS handler (Init), which keeps the program's
-// actions for those signals itself (ProgramSigaction). It cannot help
-// where the kernel never runs it: in a thread that blocks SIGSEGV or SIGBUS
-// (the kernel then ends the process, as for any fault there), or once an
-// action is set by a raw rt_sigaction system call, which bypasses the shim.
+// kernel does (the timespec first, then *uaddr for the waits and
+// FUTEX_CMP_REQUEUE; *uaddr2 for FUTEX_WAKE_OP, a write access even on a
+// read-only page; a private word is never touched to wake or requeue),
+// through accessors that cannot crash. Where one faults (unmapped,
+// PROT_NONE, read-only for the write, a file mapping past its end) the
+// call, having done nothing, goes to the kernel whole, which answers
+// EFAULT (or serves it, if the page came back meanwhile). The valid path
+// costs no system call. Each access is made first before any bucket lock
+// is taken (a word that already differs is EAGAIN there, without the
+// lock); the one under the lock faults only if another thread changed the
+// mapping since, and that fault is as harmless. The accessors need the
+// shim's SIGSEGV/SIGBUS handler (Init), which keeps the program's actions
+// for those signals itself (ProgramSigaction) and runs them for every
+// other fault. It cannot help where the kernel does not run it: in a
+// thread that blocks SIGSEGV or SIGBUS (the kernel then ends the process,
+// as for any fault there), or once an action is set by a raw rt_sigaction
+// system call, which bypasses the shim. Being caught, the two signals
+// reach an exec'd program with their default action even where this one
+// ignored them.
 //
 // The kernel's quirks are kept: FUTEX_WAKE and FUTEX_WAKE_OP wake one
 // waiter when asked for 0 or a negative number; FUTEX_REQUEUE returns woken

@@ -874,6 +874,25 @@ TEST(FaultSignals, ProgramActions) {
   EXPECT_EQ(bad_calls(), efault);
   EXPECT_EQ(g_faults.load(), 2);
 
+  // The other setters glibc has (each sets the action through glibc's
+  // internal sigaction, so each is the shim's for these two signals).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  EXPECT_EQ(sysv_signal(SIGSEGV, ProgramPlainHandler), SIG_DFL);
+  ASSERT_EQ(sigaction(SIGSEGV, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, ProgramPlainHandler);
+  EXPECT_EQ(now.sa_flags & (SA_RESETHAND | SA_NODEFER | SA_RESTART),
+            SA_RESETHAND | SA_NODEFER);
+  EXPECT_EQ(ssignal(SIGSEGV, SIG_DFL), ProgramPlainHandler);
+  EXPECT_EQ(sigignore(SIGBUS), 0);
+  EXPECT_EQ(sigset(SIGBUS, SIG_DFL), SIG_IGN);
+  EXPECT_EQ(sigset(SIGBUS, SIG_HOLD), SIG_DFL);
+  EXPECT_EQ(sigset(SIGBUS, SIG_DFL), SIG_HOLD);
+#pragma GCC diagnostic pop
+  ASSERT_EQ(sigaction(SIGBUS, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+  EXPECT_EQ(bad_calls(), efault);
+
   ASSERT_EQ(sigaction(SIGSEGV, &saved_segv, nullptr), 0);
   ASSERT_EQ(sigaction(SIGBUS, &saved_bus, nullptr), 0);
 #endif
