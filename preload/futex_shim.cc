@@ -54,7 +54,7 @@ std::atomic<SignalFn> g_glibc_sigset{nullptr};
 std::atomic<int (*)(int)> g_glibc_sigignore{nullptr};
 
 template <typename F>
-F Glibc(std::atomic<F>* slot, const char* name) {
+F GlibcFn(std::atomic<F>* slot, const char* name) {
   F f = slot->load(std::memory_order_acquire);
   if (f == nullptr) {
     f = reinterpret_cast<F>(dlvsym(RTLD_NEXT, name, "GLIBC_2.2.5"));
@@ -67,8 +67,9 @@ bool Tracked(int sig) {
   return (sig == SIGSEGV || sig == SIGBUS) && futex::HandlesFaultSignals();
 }
 
-// sigaction() for a tracked signal, the handler and flags given, with
-// `mask` holding the signal itself or nothing.
+// sigaction() for a tracked signal with the handler and flags given and a
+// mask of the signal itself (mask_self) or of nothing. Returns the previous
+// handler, or SIG_ERR (EINVAL) for a handler of SIG_ERR.
 __sighandler_t SetTracked(int sig, __sighandler_t handler, int flags,
                           bool mask_self) {
   if (handler == SIG_ERR) {
@@ -86,10 +87,10 @@ __sighandler_t SetTracked(int sig, __sighandler_t handler, int flags,
 }
 
 __attribute__((constructor)) void InitFutexShim() {
-  Glibc(&g_glibc_signal, "signal");
-  Glibc(&g_glibc_sysv_signal, "sysv_signal");
-  Glibc(&g_glibc_sigset, "sigset");
-  Glibc(&g_glibc_sigignore, "sigignore");
+  GlibcFn(&g_glibc_signal, "signal");
+  GlibcFn(&g_glibc_sysv_signal, "sysv_signal");
+  GlibcFn(&g_glibc_sigset, "sigset");
+  GlibcFn(&g_glibc_sigignore, "sigignore");
   const Config& c = GetConfig();
   if (!c.syscall_futex) return;
   futex::SetKernelSigaction(__sigaction);
@@ -126,7 +127,7 @@ extern "C" __attribute__((visibility("default"))) long syscall(long number,
 }
 
 extern "C" {
-using parklot::preload::Glibc;
+using parklot::preload::GlibcFn;
 using parklot::preload::SetTracked;
 using parklot::preload::Tracked;
 
@@ -139,7 +140,7 @@ __attribute__((visibility("default"))) int sigaction(
 __attribute__((visibility("default"))) __sighandler_t signal(
     int sig, __sighandler_t handler) noexcept {
   if (Tracked(sig)) return SetTracked(sig, handler, SA_RESTART, true);
-  return Glibc(&parklot::preload::g_glibc_signal, "signal")(sig, handler);
+  return GlibcFn(&parklot::preload::g_glibc_signal, "signal")(sig, handler);
 }
 
 __attribute__((visibility("default"))) __sighandler_t bsd_signal(
@@ -158,7 +159,7 @@ __attribute__((visibility("default"))) __sighandler_t sysv_signal(
     return SetTracked(sig, handler, SA_RESETHAND | SA_NODEFER | SA_INTERRUPT,
                       false);
   }
-  return Glibc(&parklot::preload::g_glibc_sysv_signal, "sysv_signal")(
+  return GlibcFn(&parklot::preload::g_glibc_sysv_signal, "sysv_signal")(
       sig, handler);
 }
 
@@ -169,13 +170,13 @@ __attribute__((visibility("default"))) __sighandler_t __sysv_signal(
 
 __attribute__((visibility("default"))) int sigignore(int sig) noexcept {
   if (Tracked(sig)) return SetTracked(sig, SIG_IGN, 0, false) == SIG_ERR ? -1 : 0;
-  return Glibc(&parklot::preload::g_glibc_sigignore, "sigignore")(sig);
+  return GlibcFn(&parklot::preload::g_glibc_sigignore, "sigignore")(sig);
 }
 
 __attribute__((visibility("default"))) __sighandler_t sigset(
     int sig, __sighandler_t disp) noexcept {
   if (!Tracked(sig)) {
-    return Glibc(&parklot::preload::g_glibc_sigset, "sigset")(sig, disp);
+    return GlibcFn(&parklot::preload::g_glibc_sigset, "sigset")(sig, disp);
   }
   sigset_t set, was;
   sigemptyset(&set);
