@@ -4,12 +4,16 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -17,6 +21,96 @@
 #include "runtime/deadline.h"
 #include "runtime/parking_lot.h"
 #include "runtime/thread_data.h"
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
+// ---------------------------------------------------------------------------
+// The caller's memory. Each access is one instruction that may fault; the
+// fault handler below resumes a faulting one at parklot_user_fault, which
+// returns -EFAULT having written nothing, as the kernel's user accessors do.
+// Leaf functions that touch no stack, so resuming there returns to the
+// caller.
+//   parklot_user_load32(addr, out)   *out = *(uint32_t*)addr
+//   parklot_user_load64(addr, out)   *out = *(uint64_t*)addr (any alignment)
+//   parklot_user_cmpxchg32(addr, expected, desired)
+//       atomic compare-and-exchange (a write access even when it differs):
+//       0 exchanged, 1 differed (*expected = the value found)
+extern "C" {
+__attribute__((visibility("hidden"))) int parklot_user_load32(const void* addr,
+                                                              uint32_t* out);
+__attribute__((visibility("hidden"))) int parklot_user_load64(const void* addr,
+                                                              uint64_t* out);
+__attribute__((visibility("hidden"))) int parklot_user_cmpxchg32(
+    void* addr, uint32_t* expected, uint32_t desired);
+__attribute__((visibility("hidden"))) extern const char parklot_user_load32_insn[];
+__attribute__((visibility("hidden"))) extern const char parklot_user_load64_insn[];
+__attribute__((visibility("hidden"))) extern const char parklot_user_cmpxchg32_insn[];
+__attribute__((visibility("hidden"))) extern const char parklot_user_fault[];
+}
+
+asm(R"(
+  .text
+  .p2align 4
+  .globl parklot_user_load32, parklot_user_load32_insn
+  .hidden parklot_user_load32, parklot_user_load32_insn
+  .type parklot_user_load32, @function
+parklot_user_load32:
+  .cfi_startproc
+parklot_user_load32_insn:
+  movl (%rdi), %eax
+  movl %eax, (%rsi)
+  xorl %eax, %eax
+  ret
+  .cfi_endproc
+  .size parklot_user_load32, .-parklot_user_load32
+
+  .p2align 4
+  .globl parklot_user_load64, parklot_user_load64_insn
+  .hidden parklot_user_load64, parklot_user_load64_insn
+  .type parklot_user_load64, @function
+parklot_user_load64:
+  .cfi_startproc
+parklot_user_load64_insn:
+  movq (%rdi), %rax
+  movq %rax, (%rsi)
+  xorl %eax, %eax
+  ret
+  .cfi_endproc
+  .size parklot_user_load64, .-parklot_user_load64
+
+  .p2align 4
+  .globl parklot_user_cmpxchg32, parklot_user_cmpxchg32_insn
+  .hidden parklot_user_cmpxchg32, parklot_user_cmpxchg32_insn
+  .type parklot_user_cmpxchg32, @function
+parklot_user_cmpxchg32:
+  .cfi_startproc
+  movl (%rsi), %eax
+parklot_user_cmpxchg32_insn:
+  lock cmpxchgl %edx, (%rdi)
+  jne 1f
+  xorl %eax, %eax
+  ret
+1:
+  movl %eax, (%rsi)
+  movl $1, %eax
+  ret
+  .cfi_endproc
+  .size parklot_user_cmpxchg32, .-parklot_user_cmpxchg32
+
+  .p2align 4
+  .globl parklot_user_fault
+  .hidden parklot_user_fault
+  .type parklot_user_fault, @function
+parklot_user_fault:
+  .cfi_startproc
+  movl $-14, %eax
+  ret
+  .cfi_endproc
+  .size parklot_user_fault, .-parklot_user_fault
+)");
+static_assert(EFAULT == 14, "parklot_user_fault returns -EFAULT");
 
 namespace parklot::futex {
 namespace {
@@ -39,6 +133,111 @@ void Count(std::atomic<uint64_t>* table, int cmd) {
 }
 
 // ---------------------------------------------------------------------------
+// SIGSEGV and SIGBUS. A served call's access to a bad address faults at one
+// of the accessors' instructions; the handler, installed in front of the
+// program's action by Init(), resumes it at parklot_user_fault. It needs no
+// lock and never leaves by a jump, so a fault is harmless anywhere, a
+// bucket lock held or not. Every other SIGSEGV and SIGBUS gets the
+// program's action, as the kernel would have run it.
+//
+// From Init() on, the program's actions for the two signals are kept here;
+// the shim's sigaction() and signal() family (futex_shim.cc) read and set
+// them through ProgramSigaction, and the kernel keeps ours, with the
+// program's mask and delivery flags. (Programs reset SIGSEGV to SIG_DFL or
+// install crash handlers; neither may take the served calls' faults.)
+
+SigactionFn g_kernel_sigaction = ::sigaction;
+std::atomic<bool> g_handling_faults{false};
+
+int FaultIndex(int sig) { return sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : -1; }
+
+// The program's action per signal: a ring of versions, each written whole
+// before it is published, so that the handler (which may interrupt a
+// writer, or run beside one) copies a complete one.
+constexpr uint32_t kVersions = 8;
+struct sigaction g_program[2][kVersions];
+std::atomic<uint32_t> g_program_next[2];
+std::atomic<uint32_t> g_program_current[2];
+
+struct sigaction ProgramAction(int index) {
+  const uint32_t v = g_program_current[index].load(std::memory_order_acquire);
+  return g_program[index][v % kVersions];
+}
+
+void OnFaultSignal(int sig, siginfo_t* info, void* context);
+
+// Records `act` as the program's action and gives the kernel ours with
+// act's mask and the flags that govern delivery.
+void SetProgramAction(int sig, const struct sigaction& act) {
+  const int index = FaultIndex(sig);
+  const uint32_t v =
+      g_program_next[index].fetch_add(1, std::memory_order_relaxed) + 1;
+  g_program[index][v % kVersions] = act;
+  g_program_current[index].store(v, std::memory_order_release);
+  struct sigaction front = {};
+  front.sa_sigaction = OnFaultSignal;
+  front.sa_mask = act.sa_mask;
+  front.sa_flags =
+      SA_SIGINFO | (act.sa_flags & (SA_ONSTACK | SA_RESTART | SA_NODEFER));
+  g_kernel_sigaction(sig, &front, nullptr);
+}
+
+bool IsAccessInstruction(const char* ip) {
+  return ip == parklot_user_load32_insn || ip == parklot_user_load64_insn ||
+         ip == parklot_user_cmpxchg32_insn;
+}
+
+void OnFaultSignal(int sig, siginfo_t* info, void* context) {
+  auto* uc = static_cast<ucontext_t*>(context);
+  greg_t& ip = uc->uc_mcontext.gregs[REG_RIP];
+  // si_code > 0: raised by the fault itself, not sent.
+  if (info->si_code > 0 && IsAccessInstruction(reinterpret_cast<const char*>(ip))) {
+    ip = reinterpret_cast<greg_t>(parklot_user_fault);
+    return;
+  }
+  const struct sigaction act = ProgramAction(FaultIndex(sig));
+  if (act.sa_handler == SIG_IGN && info->si_code <= 0) return;
+  if (act.sa_handler == SIG_DFL || act.sa_handler == SIG_IGN) {
+    // The default action, which the kernel also takes for a fault the
+    // program ignores: the kernel gets the default back and the signal
+    // comes again, a fault by running the instruction again, a sent signal
+    // by sending it again.
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    g_kernel_sigaction(sig, &dfl, nullptr);
+    if (info->si_code <= 0) {
+      RawSyscall6(SYS_tgkill, getpid(), RawSyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0),
+                  sig, 0, 0, 0);
+    }
+    return;
+  }
+  if (act.sa_flags & SA_RESETHAND) {
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    SetProgramAction(sig, dfl);
+  }
+  // As every program handler runs (signal_shim.cc): a queued thread is
+  // marked away while it may leave by siglongjmp.
+  SignalHandlerScope scope;
+  EnterSignalHandler(&scope);
+  if (act.sa_flags & SA_SIGINFO) {
+    act.sa_sigaction(sig, info, context);
+  } else {
+    act.sa_handler(sig);
+  }
+  LeaveSignalHandler(scope);
+}
+
+void InstallFaultHandler() {
+  for (int sig : {SIGSEGV, SIGBUS}) {
+    struct sigaction current;
+    g_kernel_sigaction(sig, nullptr, &current);
+    SetProgramAction(sig, current);
+  }
+  g_handling_faults.store(true, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------------------
 // Argument checks. A call fails in the kernel, with no effect on any
 // waiter, when an address is misaligned or outside user space; such calls
 // go to the kernel for its own error. Addresses below the lowest mappable
@@ -48,6 +247,7 @@ void Count(std::atomic<uint64_t>* table, int cmd) {
 // (5-level paging) go to the kernel, which knows.
 constexpr uintptr_t kUserTop = (uintptr_t{1} << 47) - 4096;
 std::atomic<uintptr_t> g_min_address{0};
+std::atomic<int> g_init_state{0};  // Init(): 0 not started, 1 running, 2 done
 
 uintptr_t MinAddress() {
   uintptr_t m = g_min_address.load(std::memory_order_relaxed);
@@ -66,8 +266,39 @@ bool TimespecAddressOk(long a) {
   return p >= MinAddress() && p <= kUserTop - sizeof(timespec);
 }
 
-uint32_t Load(const uint32_t* word) {
-  return __atomic_load_n(word, __ATOMIC_SEQ_CST);
+// The caller's memory, through the accessors above: false where the kernel
+// would fail with EFAULT. (TSan sees no access inside them; it is told of
+// the ordering a seq_cst access gives.)
+bool ReadWord(const uint32_t* word, uint32_t* value) {
+  if (parklot_user_load32(word, value) != 0) return false;
+#if defined(__SANITIZE_THREAD__)
+  __tsan_acquire(const_cast<uint32_t*>(word));
+#endif
+  return true;
+}
+
+// Compare-and-exchange: 0 exchanged, 1 differed (*expected updated), -EFAULT.
+int CasWord(uint32_t* word, uint32_t* expected, uint32_t desired) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_release(word);
+#endif
+  const int r = parklot_user_cmpxchg32(word, expected, desired);
+#if defined(__SANITIZE_THREAD__)
+  if (r >= 0) __tsan_acquire(word);
+#endif
+  return r;
+}
+
+bool ReadTimespec(long address, timespec* ts) {
+  uint64_t v[2];
+  if (parklot_user_load64(reinterpret_cast<const void*>(address), &v[0]) != 0 ||
+      parklot_user_load64(reinterpret_cast<const void*>(address + 8), &v[1]) !=
+          0) {
+    return false;
+  }
+  static_assert(sizeof(timespec) == sizeof v, "x86-64 timespec");
+  memcpy(ts, v, sizeof v);
+  return true;
 }
 
 // The kernel's wake loops stop after waking one once the count is reached,
@@ -103,10 +334,22 @@ long Forward(long uaddr, int op, long val, long val2, long uaddr2, long val3) {
 }
 
 // ---------------------------------------------------------------------------
-// The served operations. Arguments are checked.
+// The served operations. Arguments are checked. Each returns false, having
+// done nothing, when the caller's memory faults: the call then goes to the
+// kernel, whose answer (EFAULT) is the call's.
 
-long Wait(uint32_t* uaddr, uint32_t val, const timespec* ts, bool relative,
-          bool realtime, uint32_t bitset) {
+bool Wait(uint32_t* uaddr, uint32_t val, const timespec* ts, bool relative,
+          bool realtime, uint32_t bitset, long* result) {
+  // Read once before any bucket lock is taken: a bad word faults here, and
+  // only a mapping changed since (another thread's munmap) can fault under
+  // the lock, where the accessor's fault is as harmless. A word that
+  // differs already is the kernel's EAGAIN: no lock, no clock.
+  uint32_t seen;
+  if (!ReadWord(uaddr, &seen)) return false;
+  if (seen != val) {
+    *result = -EAGAIN;
+    return true;
+  }
   Deadline deadline = Deadline::Never();
   if (ts != nullptr) {
     if (relative) {
@@ -118,21 +361,32 @@ long Wait(uint32_t* uaddr, uint32_t val, const timespec* ts, bool relative,
           *ts, realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC);
     }
   }
+  bool faulted = false;
   InterruptiblePark interruptible;
   const ParkResult r = Park(
-      KeyOf(uaddr), [uaddr, val] { return Load(uaddr) == val; }, [] {},
-      [](uintptr_t, bool) {}, static_cast<ParkToken>(bitset), deadline);
+      KeyOf(uaddr),
+      [uaddr, val, &faulted] {
+        uint32_t now;
+        faulted = !ReadWord(uaddr, &now);
+        return !faulted && now == val;
+      },
+      [] {}, [](uintptr_t, bool) {}, static_cast<ParkToken>(bitset), deadline);
+  if (faulted) return false;
   switch (r.kind) {
     case ParkResult::kUnparked:
-      return 0;
+      *result = 0;
+      return true;
     case ParkResult::kInvalid:
-      return -EAGAIN;
+      *result = -EAGAIN;
+      return true;
     case ParkResult::kTimedOut:
-      return -ETIMEDOUT;
+      *result = -ETIMEDOUT;
+      return true;
     case ParkResult::kInterrupted:
-      return -EINTR;
+      break;
   }
-  return -EINTR;
+  *result = -EINTR;
+  return true;
 }
 
 long Wake(long uaddr, int op, int nr, uint32_t bitset) {
@@ -149,17 +403,34 @@ long Wake(long uaddr, int op, int nr, uint32_t bitset) {
   return total;
 }
 
-long Requeue(long uaddr, int op, int nr_wake, int nr_requeue, long uaddr2,
-             const uint32_t* cmpval) {
+bool Requeue(long uaddr, int op, int nr_wake, int nr_requeue, long uaddr2,
+             const uint32_t* cmpval, long* result) {
   uint32_t* from = Word(uaddr);
+  // As in Wait: the first read outside the locks.
+  uint32_t seen;
+  if (cmpval != nullptr) {
+    if (!ReadWord(from, &seen)) return false;
+    if (seen != *cmpval) {
+      *result = -EAGAIN;
+      return true;
+    }
+  }
+  bool faulted = false;
   const PairResult r = UnparkPair(
       KeyOf(from), KeyOf(Word(uaddr2)), [&](PairPlan* plan) {
-        if (cmpval != nullptr && Load(from) != *cmpval) return false;
+        if (cmpval != nullptr) {
+          faulted = !ReadWord(from, &seen);
+          if (faulted || seen != *cmpval) return false;
+        }
         plan->unpark_from = static_cast<size_t>(nr_wake);
         plan->requeue = static_cast<size_t>(nr_requeue);
         return true;
       });
-  if (r.aborted) return -EAGAIN;
+  if (faulted) return false;
+  if (r.aborted) {
+    *result = -EAGAIN;
+    return true;
+  }
   long total = static_cast<long>(r.unparked_from + r.requeued);
   const long wake_left = nr_wake - static_cast<long>(r.unparked_from);
   const long requeue_left = nr_requeue - static_cast<long>(r.requeued);
@@ -167,7 +438,8 @@ long Requeue(long uaddr, int op, int nr_wake, int nr_requeue, long uaddr2,
     total += Forward(uaddr, op, wake_left, requeue_left, uaddr2,
                      cmpval != nullptr ? *cmpval : 0);
   }
-  return total;
+  *result = total;
+  return true;
 }
 
 // FUTEX_WAKE_OP's encoding (linux/futex.h): bit 31 shift flag, bits 28-30
@@ -201,28 +473,22 @@ bool ValidWakeOp(const WakeOpCode& c) {
          c.cmp >= FUTEX_OP_CMP_EQ && c.cmp <= FUTEX_OP_CMP_GE;
 }
 
-// The atomic read-modify-write of *uaddr2; returns the old value.
-int ApplyOp(uint32_t* word, int op, int oparg) {
+// FUTEX_WAKE_OP's new *uaddr2 from the old one.
+uint32_t NewValue(int op, uint32_t old, int oparg) {
   const auto arg = static_cast<uint32_t>(oparg);
-  uint32_t old = 0;
   switch (op) {
     case FUTEX_OP_SET:
-      old = __atomic_exchange_n(word, arg, __ATOMIC_SEQ_CST);
-      break;
+      return arg;
     case FUTEX_OP_ADD:
-      old = __atomic_fetch_add(word, arg, __ATOMIC_SEQ_CST);
-      break;
+      return old + arg;
     case FUTEX_OP_OR:
-      old = __atomic_fetch_or(word, arg, __ATOMIC_SEQ_CST);
-      break;
+      return old | arg;
     case FUTEX_OP_ANDN:
-      old = __atomic_fetch_and(word, ~arg, __ATOMIC_SEQ_CST);
-      break;
+      return old & ~arg;
     case FUTEX_OP_XOR:
-      old = __atomic_fetch_xor(word, arg, __ATOMIC_SEQ_CST);
-      break;
+      return old ^ arg;
   }
-  return static_cast<int>(old);
+  return old;
 }
 
 bool Compare(int cmp, int oldval, int cmparg) {
@@ -243,20 +509,34 @@ bool Compare(int cmp, int oldval, int cmparg) {
   return false;
 }
 
-long WakeOp(long uaddr, int op, int nr_wake, int nr_wake2, long uaddr2,
-            const WakeOpCode& code) {
+bool WakeOp(long uaddr, int op, int nr_wake, int nr_wake2, long uaddr2,
+            const WakeOpCode& code, long* result) {
   uint32_t* word2 = Word(uaddr2);
+  // Writable? A compare-and-exchange is a write access whatever it finds,
+  // and this one changes nothing (0 for 0, or no exchange). Outside the
+  // locks, as in Wait.
+  uint32_t old = 0;
+  if (CasWord(word2, &old, old) < 0) return false;
   const size_t limit = WakeLimit(nr_wake);
   const size_t limit2 = WakeLimit(nr_wake2);
   bool cond = false;
+  bool faulted = false;
   const PairResult r =
       UnparkPair(KeyOf(Word(uaddr)), KeyOf(word2), [&](PairPlan* plan) {
-        const int old = ApplyOp(word2, code.op, code.oparg);
-        cond = Compare(code.cmp, old, code.cmparg);
+        // The atomic read-modify-write, as a compare-and-exchange loop (as
+        // the kernel's for OR, ANDN and XOR).
+        int c;
+        do {  // on a difference `old` is the value found: again from it
+          c = CasWord(word2, &old, NewValue(code.op, old, code.oparg));
+        } while (c > 0);
+        faulted = c < 0;
+        if (faulted) return false;
+        cond = Compare(code.cmp, static_cast<int>(old), code.cmparg);
         plan->unpark_from = limit;
         plan->unpark_to = cond ? limit2 : 0;
         return true;
       });
+  if (faulted) return false;
   long total = static_cast<long>(r.unparked_from + r.unparked_to);
   const int wake = FUTEX_WAKE | (op & FUTEX_PRIVATE_FLAG);
   if (r.unparked_from < limit) {
@@ -267,7 +547,8 @@ long WakeOp(long uaddr, int op, int nr_wake, int nr_wake2, long uaddr2,
     total += Forward(uaddr2, wake, static_cast<long>(limit2 - r.unparked_to),
                      0, 0, 0);
   }
-  return total;
+  *result = total;
+  return true;
 }
 
 bool IsWake(int cmd) {
@@ -296,17 +577,18 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
       timespec ts;
       const timespec* tsp = nullptr;
       if (utime != 0) {
-        if (!TimespecAddressOk(utime)) return false;  // EFAULT
-        ts = *reinterpret_cast<const timespec*>(utime);
+        // EFAULT (the kernel reads it before anything else).
+        if (!TimespecAddressOk(utime) || !ReadTimespec(utime, &ts)) {
+          return false;
+        }
         if (ts.tv_sec < 0 || ts.tv_nsec < 0 || ts.tv_nsec >= 1000000000) {
           return false;  // EINVAL
         }
         tsp = &ts;
       }
       DepthScope depth;
-      *result = Wait(Word(uaddr), static_cast<uint32_t>(val), tsp,
-                     cmd == FUTEX_WAIT, realtime, bitset);
-      return true;
+      return Wait(Word(uaddr), static_cast<uint32_t>(val), tsp,
+                  cmd == FUTEX_WAIT, realtime, bitset, result);
     }
     case FUTEX_WAKE:
     case FUTEX_WAKE_BITSET: {
@@ -324,17 +606,15 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
       if (nr_wake < 0 || nr_requeue < 0 || !WordOk(uaddr2)) return false;
       const uint32_t cmpval = static_cast<uint32_t>(val3);
       DepthScope depth;
-      *result = Requeue(uaddr, op, nr_wake, nr_requeue, uaddr2,
-                        cmd == FUTEX_CMP_REQUEUE ? &cmpval : nullptr);
-      return true;
+      return Requeue(uaddr, op, nr_wake, nr_requeue, uaddr2,
+                     cmd == FUTEX_CMP_REQUEUE ? &cmpval : nullptr, result);
     }
     case FUTEX_WAKE_OP: {
       const WakeOpCode code = Decode(static_cast<uint32_t>(val3));
       if (!ValidWakeOp(code) || !WordOk(uaddr2)) return false;  // ENOSYS...
       DepthScope depth;
-      *result = WakeOp(uaddr, op, static_cast<int>(val),
-                       static_cast<int>(utime), uaddr2, code);
-      return true;
+      return WakeOp(uaddr, op, static_cast<int>(val), static_cast<int>(utime),
+                    uaddr2, code, result);
     }
     default:
       return false;
@@ -344,7 +624,13 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
 }  // namespace
 
 void Init() {
-  if (g_min_address.load(std::memory_order_relaxed) != 0) return;
+  int s = g_init_state.load(std::memory_order_acquire);
+  if (s == 2) return;
+  if (s != 0 || !g_init_state.compare_exchange_strong(s, 1)) {
+    while (g_init_state.load(std::memory_order_acquire) != 2) sched_yield();
+    return;
+  }
+  InstallFaultHandler();
   // The lowest address mmap may hand out; below it nothing is mapped.
   uintptr_t min = 4096;
   const int fd = open("/proc/sys/vm/mmap_min_addr", O_RDONLY | O_CLOEXEC);
@@ -364,6 +650,24 @@ void Init() {
     if (digits && v > min) min = v;
   }
   g_min_address.store(min, std::memory_order_relaxed);
+  g_init_state.store(2, std::memory_order_release);
+}
+
+void SetKernelSigaction(SigactionFn fn) { g_kernel_sigaction = fn; }
+
+bool HandlesFaultSignals() {
+  return g_handling_faults.load(std::memory_order_acquire);
+}
+
+int ProgramSigaction(int sig, const struct sigaction* act,
+                     struct sigaction* old) {
+  if (FaultIndex(sig) < 0 || !HandlesFaultSignals()) {
+    return g_kernel_sigaction(sig, act, old);
+  }
+  const struct sigaction prev = ProgramAction(FaultIndex(sig));
+  if (act != nullptr) SetProgramAction(sig, *act);
+  if (old != nullptr) *old = prev;
+  return 0;
 }
 
 long Futex(long uaddr, long op, long val, long timeout_or_val2, long uaddr2,

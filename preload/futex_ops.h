@@ -21,9 +21,28 @@
 // negative requeue counts, FUTEX_CLOCK_REALTIME on another command, an
 // unknown FUTEX_WAKE_OP op or cmp), so the kernel returns its own error.
 // Addresses below the lowest mappable one (vm.mmap_min_addr; NULL) go there
-// too, for the kernel's EFAULT; a served call on a word (or timespec) in
-// user space that is unmapped or not writable faults as the program's own
-// access would, where the kernel would return EFAULT.
+// too, for the kernel's EFAULT.
+//
+// Bad memory: a served call reads and writes the caller's memory as the
+// kernel does (the timespec first, then *uaddr for the waits and
+// FUTEX_CMP_REQUEUE; *uaddr2 for FUTEX_WAKE_OP, a write access even on a
+// read-only page; a private word is never touched to wake or requeue),
+// through accessors that cannot crash. Where one faults (unmapped,
+// PROT_NONE, read-only for the write, a file mapping past its end) the
+// call, having done nothing, goes to the kernel whole, which answers
+// EFAULT (or serves it, if the page came back meanwhile). The valid path
+// costs no system call. Each access is made first before any bucket lock
+// is taken (a word that already differs is EAGAIN there, without the
+// lock); the one under the lock faults only if another thread changed the
+// mapping since, and that fault is as harmless. The accessors need the
+// shim's SIGSEGV/SIGBUS handler (Init), which keeps the program's actions
+// for those signals itself (ProgramSigaction) and runs them for every
+// other fault. It cannot help where the kernel does not run it: in a
+// thread that blocks SIGSEGV or SIGBUS (the kernel then ends the process,
+// as for any fault there), or once an action is set by a raw rt_sigaction
+// system call, which bypasses the shim. Being caught, the two signals
+// reach an exec'd program with their default action even where this one
+// ignored them.
 //
 // The kernel's quirks are kept: FUTEX_WAKE and FUTEX_WAKE_OP wake one
 // waiter when asked for 0 or a negative number; FUTEX_REQUEUE returns woken
@@ -62,6 +81,8 @@
 #ifndef PARKLOT_PRELOAD_FUTEX_OPS_H_
 #define PARKLOT_PRELOAD_FUTEX_OPS_H_
 
+#include <signal.h>
+
 #include <cstdint>
 #include <string>
 
@@ -74,8 +95,36 @@ long Futex(long uaddr, long op, long val, long timeout_or_val2, long uaddr2,
            long val3);
 
 // Reads what the first served call would otherwise read on its own (the
-// lowest mappable address). Idempotent; called by the shim's constructor.
+// lowest mappable address), and installs the SIGSEGV/SIGBUS handler in
+// front of the program's current actions. Idempotent and thread-safe;
+// called by the shim's constructor (and by the first served call if not).
 void Init();
+
+// SIGSEGV and SIGBUS, once Init() has installed the handler. The handler
+// turns a served call's fault into EFAULT and runs the program's action for
+// every other one, as the kernel would: its handler (SA_SIGINFO or not,
+// SA_RESETHAND honoured; the kernel applies its mask, SA_ONSTACK,
+// SA_RESTART and SA_NODEFER, which the handler's own action carries), or
+// the default (the process ends by that signal) or ignoring it (a fault
+// that is ignored ends the process too, as in the kernel).
+using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
+
+// The sigaction that reaches the kernel (default: ::sigaction). The shim
+// sets glibc's __sigaction before Init(), its own sigaction being the
+// interposer below. Not thread-safe: call before Init().
+void SetKernelSigaction(SigactionFn fn);
+
+// Whether the handler is installed. Thread-safe.
+bool HandlesFaultSignals();
+
+// sigaction(2) as the program sees it: for SIGSEGV and SIGBUS once
+// HandlesFaultSignals(), `act` becomes the program's action (the handler
+// stays in the kernel, with act's mask and flags) and `old` receives the
+// previous one; returns 0. Any other signal, or before Init(), goes to the
+// kernel's sigaction: its result. Async-signal-safe and thread-safe, as
+// sigaction is; never allocates.
+int ProgramSigaction(int sig, const struct sigaction* act,
+                     struct sigaction* old);
 
 // Counting, for PARKLOT_STATS: off until enabled, and only then do calls
 // touch the counters.

@@ -7,12 +7,18 @@
 // number; so does this one, read as longs. Every call not served goes to
 // the kernel with those registers untouched (parklot::RawSyscall6), and the
 // result takes syscall()'s convention: -1 with errno for -4095..-1.
+//
+// While futexes are served, the program's SIGSEGV and SIGBUS actions live
+// behind the handler that turns a served call's fault into EFAULT
+// (futex_ops.h); signal_shim.cc routes the program's sigaction() and
+// signal() calls for them to futex::ProgramSigaction.
 #include <errno.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
 
 #include "hash/futex.h"
 #include "preload/futex_ops.h"
+#include "preload/shim.h"
 #include "runtime/config.h"
 
 namespace parklot::preload {
@@ -26,6 +32,7 @@ bool g_serve_futex = false;
 __attribute__((constructor)) void InitFutexShim() {
   const Config& c = GetConfig();
   if (!c.syscall_futex) return;
+  futex::SetKernelSigaction(RealGlibc().sigaction);
   futex::Init();
   if (c.stats) futex::EnableCounting();
   g_serve_futex = true;

@@ -4,18 +4,24 @@
 // handler leaves a wait by siglongjmp is never handed a lock, a semaphore
 // unit or a notification it cannot take (DESIGN.md invariant 6).
 //
-// Interposed: sigaction (and __sigaction), signal (bsd_signal, ssignal),
-// sysv_signal (__sysv_signal). The program sees its own handlers: the old
-// action reported by sigaction or signal is the program's, never the
-// wrapper. Not interposed: sigset, sigvec and raw rt_sigaction system
-// calls; their handlers run unwrapped, as under glibc alone, and only the
-// siglongjmp case above is unprotected for them.
+// The shim's one place for signal actions. Interposed: sigaction, signal
+// (bsd_signal, ssignal), sysv_signal (__sysv_signal), sigset and sigignore
+// (glibc's set actions through its internal sigaction, which no interposer
+// sees, so each is done here with glibc 2.36's flags and masks). The
+// program sees its own handlers: the old action reported is the program's,
+// never the wrapper. While the shim serves raw futexes, SIGSEGV and SIGBUS
+// actions go to futex::ProgramSigaction instead (futex_ops.h), whose fault
+// handler runs the program's handler in the same brackets. Not interposed:
+// sigvec and raw rt_sigaction system calls; their handlers run unwrapped,
+// as under glibc alone, and only the siglongjmp case above is unprotected
+// for them.
 #include <errno.h>
 #include <signal.h>
 
 #include <atomic>
 #include <cstdint>
 
+#include "preload/futex_ops.h"
 #include "preload/shim.h"
 #include "runtime/parking_lot.h"
 
@@ -93,7 +99,16 @@ int Install(int sig, const struct sigaction* act, struct sigaction* oact) {
   return 0;
 }
 
-// glibc's signal() and sysv_signal(): the same checks, flags and mask.
+// Every action the program sets or asks for comes here.
+int Sigaction(int sig, const struct sigaction* act, struct sigaction* oact) {
+  if ((sig == SIGSEGV || sig == SIGBUS) && futex::HandlesFaultSignals()) {
+    return futex::ProgramSigaction(sig, act, oact);
+  }
+  return Install(sig, act, oact);
+}
+
+// glibc's signal(), sysv_signal(), sigset(): the same checks, flags and
+// mask. Returns the previous handler, or SIG_ERR with errno EINVAL.
 sighandler_t InstallSimple(int sig, sighandler_t handler, int flags,
                            bool mask_self) {
   if (handler == SIG_ERR || sig <= 0 || sig >= NSIG) {
@@ -106,25 +121,20 @@ sighandler_t InstallSimple(int sig, sighandler_t handler, int flags,
   if (mask_self) sigaddset(&act.sa_mask, sig);
   act.sa_flags = flags;
   struct sigaction old;
-  if (Install(sig, &act, &old) != 0) return SIG_ERR;
+  if (Sigaction(sig, &act, &old) != 0) return SIG_ERR;
   return old.sa_handler;
 }
 
 }  // namespace
 }  // namespace parklot::preload
 
-using parklot::preload::Install;
 using parklot::preload::InstallSimple;
+using parklot::preload::Sigaction;
 
 extern "C" {
 
 int sigaction(int sig, const struct sigaction* act, struct sigaction* oact) {
-  return Install(sig, act, oact);
-}
-
-int __sigaction(int sig, const struct sigaction* act,
-                struct sigaction* oact) {
-  return Install(sig, act, oact);
+  return Sigaction(sig, act, oact);
 }
 
 // BSD semantics, as glibc's signal(): restart, block the signal meanwhile.
@@ -132,20 +142,49 @@ sighandler_t signal(int sig, sighandler_t handler) {
   return InstallSimple(sig, handler, SA_RESTART, /*mask_self=*/true);
 }
 sighandler_t bsd_signal(int sig, sighandler_t handler) {
-  return InstallSimple(sig, handler, SA_RESTART, /*mask_self=*/true);
+  return signal(sig, handler);
 }
 sighandler_t ssignal(int sig, sighandler_t handler) {
-  return InstallSimple(sig, handler, SA_RESTART, /*mask_self=*/true);
+  return signal(sig, handler);
 }
 
-// System V semantics: one-shot, not blocked, no restart.
+// System V semantics: one-shot, not blocked, no restart (glibc also sets
+// the historical no-op SA_INTERRUPT, which sigaction then reports).
 sighandler_t sysv_signal(int sig, sighandler_t handler) {
-  return InstallSimple(sig, handler, SA_RESETHAND | SA_NODEFER,
+  return InstallSimple(sig, handler, SA_RESETHAND | SA_NODEFER | SA_INTERRUPT,
                        /*mask_self=*/false);
 }
 sighandler_t __sysv_signal(int sig, sighandler_t handler) {
-  return InstallSimple(sig, handler, SA_RESETHAND | SA_NODEFER,
-                       /*mask_self=*/false);
+  return sysv_signal(sig, handler);
+}
+
+// System V: no flags, no mask; sigset() also unblocks the signal, unless
+// it asks for SIG_HOLD, which only blocks it. Both answer SIG_HOLD for a
+// signal that was blocked.
+int sigignore(int sig) {
+  return InstallSimple(sig, SIG_IGN, 0, /*mask_self=*/false) == SIG_ERR ? -1
+                                                                         : 0;
+}
+
+sighandler_t sigset(int sig, sighandler_t disp) {
+  if (sig <= 0 || sig >= NSIG) {
+    errno = EINVAL;
+    return SIG_ERR;
+  }
+  sigset_t set, was;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  if (disp == SIG_HOLD) {
+    if (sigprocmask(SIG_BLOCK, &set, &was) != 0) return SIG_ERR;
+    if (sigismember(&was, sig)) return SIG_HOLD;
+    struct sigaction now;
+    if (Sigaction(sig, nullptr, &now) != 0) return SIG_ERR;
+    return now.sa_handler;
+  }
+  const sighandler_t old = InstallSimple(sig, disp, 0, /*mask_self=*/false);
+  if (old == SIG_ERR) return SIG_ERR;
+  if (sigprocmask(SIG_UNBLOCK, &set, &was) != 0) return SIG_ERR;
+  return sigismember(&was, sig) ? SIG_HOLD : old;
 }
 
 }  // extern "C"

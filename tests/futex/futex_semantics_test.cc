@@ -17,8 +17,11 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <setjmp.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -441,9 +444,11 @@ std::string SignalCase(FutexFn f, bool restart, int op, const timespec* ts,
 }
 
 std::string Signals(FutexFn f) {
-  static const timespec rel = {30, 0};
-  static const timespec abs_mono = TsFromNs(NowNs(CLOCK_MONOTONIC) + 30000000000);
-  static const timespec abs_real = TsFromNs(NowNs(CLOCK_REALTIME) + 30000000000);
+  // Deadlines for this run (a slow run, as under TSan, may take longer than
+  // 30 s, and the served run comes after the kernel's).
+  const timespec rel = {30, 0};
+  const timespec abs_mono = TsFromNs(NowNs(CLOCK_MONOTONIC) + 30000000000);
+  const timespec abs_real = TsFromNs(NowNs(CLOCK_REALTIME) + 30000000000);
   std::string out;
   for (int restart = 0; restart < 2; ++restart) {
     // One call per statement: argument evaluation order is unspecified.
@@ -478,6 +483,234 @@ std::string Signals(FutexFn f) {
   return out;
 }
 
+// ---------------------------------------------------------------------------
+// Bad memory: words and timespecs the kernel answers EFAULT for (or reads,
+// or never touches), in every served operation. The kernel reads the
+// timespec first (EFAULT before any EINVAL or ENOSYS), checks alignment
+// before the address, reads *uaddr for the waits and FUTEX_CMP_REQUEUE,
+// writes *uaddr2 for FUTEX_WAKE_OP (EFAULT on a read-only page), and never
+// touches a private word to wake or requeue.
+
+// Pages fresh for each run: a readable-writable one, a PROT_NONE one, a
+// read-only one, an unmapped address, and shared and private mappings of a
+// file truncated to nothing (SIGBUS on access).
+struct BadPages {
+  long pg = sysconf(_SC_PAGESIZE);
+  char* base = nullptr;  // 3 pages: rw, PROT_NONE, read-only
+  int fd = -1;
+  void* trunc_shared = MAP_FAILED;
+  void* trunc_private = MAP_FAILED;
+  std::string error;  // why the layout could not be made
+
+  BadPages() {
+    base = static_cast<char*>(mmap(nullptr, 3 * pg, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base == MAP_FAILED) {
+      base = nullptr;
+      error = "mmap";
+      return;
+    }
+    *ro() = 7;
+    *ro_timeout() = timespec{0, 1000000};
+    *straddle_timeout() = 0;
+    if (mprotect(none(), pg, PROT_NONE) != 0 ||
+        mprotect(ro(), pg, PROT_READ) != 0) {
+      error = "mprotect";
+    }
+    // Below every mapping the kernel chooses itself, above mmap_min_addr.
+    unsigned char vec;
+    if (mincore(unmapped(), pg, &vec) == 0 || errno != ENOMEM) {
+      error = "the unmapped page is mapped";
+    }
+    fd = memfd_create("futex_bad_pages", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, pg) != 0) {
+      error = "memfd";
+      return;
+    }
+    trunc_shared = mmap(nullptr, pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    trunc_private =
+        mmap(nullptr, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (trunc_shared == MAP_FAILED || trunc_private == MAP_FAILED ||
+        ftruncate(fd, 0) != 0) {
+      error = "file mapping";
+    }
+  }
+  ~BadPages() {
+    if (base != nullptr) munmap(base, 3 * pg);
+    if (trunc_shared != MAP_FAILED) munmap(trunc_shared, pg);
+    if (trunc_private != MAP_FAILED) munmap(trunc_private, pg);
+    if (fd >= 0) close(fd);
+  }
+
+  uint32_t* ok() const { return reinterpret_cast<uint32_t*>(base); }
+  uint32_t* ok2() const { return reinterpret_cast<uint32_t*>(base + 64); }
+  // A valid timespec at an odd address.
+  void* odd_timeout() const { return base + 129; }
+  // Its first half on the rw page, the second on the PROT_NONE page.
+  uint64_t* straddle_timeout() const {
+    return reinterpret_cast<uint64_t*>(base + pg - 8);
+  }
+  char* none() const { return base + pg; }
+  uint32_t* ro() const { return reinterpret_cast<uint32_t*>(base + 2 * pg); }
+  timespec* ro_timeout() const {
+    return reinterpret_cast<timespec*>(base + 2 * pg + 16);
+  }
+  static char* unmapped() { return reinterpret_cast<char*>(0x100000); }
+};
+
+std::string BadMemoryCalls(FutexFn f) {
+  BadPages m;
+  if (!m.error.empty()) return "setup failed: " + m.error;
+  const timespec odd = {0, 1000000};
+  memcpy(m.odd_timeout(), &odd, sizeof odd);  // misaligned: no typed store
+  std::string out;
+  auto add = [&](const char* what, long r) {
+    absl::StrAppend(&out, what, "=", R(r), " ");
+  };
+  const long ok = A(m.ok()), ok2 = A(m.ok2()), none = A(m.none()),
+             ro = A(m.ro()), unm = A(BadPages::unmapped()),
+             tsh = A(m.trunc_shared), tpr = A(m.trunc_private);
+  static const timespec ms1 = {0, 1000000}, bad_ns = {0, 1000000000};
+  const long T = A(&ms1);
+  const timespec soon = TsFromNs(NowNs(CLOCK_MONOTONIC) + 1000000);
+  const long abs_t = A(&soon);
+  struct Word {
+    const char* name;
+    long addr;
+  };
+  const Word bad_words[] = {{"unmapped", unm},       {"prot_none", none},
+                            {"trunc_shared", tsh},   {"trunc_private", tpr},
+                            {"unmapped+1", unm + 1}, {"prot_none+2", none + 2}};
+  const Word bad_timeouts[] = {{"unmapped", unm},
+                               {"prot_none", none},
+                               {"trunc_shared", tsh},
+                               {"straddling", A(m.straddle_timeout())}};
+
+  // The waits: a bad word, with and without a timeout.
+  for (const Word& w : bad_words) {
+    for (int bitset = 0; bitset < 2; ++bitset) {
+      const int op = (bitset ? FUTEX_WAIT_BITSET : FUTEX_WAIT) | P;
+      absl::StrAppend(&out, bitset ? "wait_bitset" : "wait", "(", w.name, ")[");
+      add("untimed", f(w.addr, op, 0, 0, 0, kMatchAny));
+      add("timed", f(w.addr, op, 0, bitset ? abs_t : T, 0, kMatchAny));
+      add("bitset0", f(w.addr, FUTEX_WAIT_BITSET | P, 0, 0, 0, 0));
+      add("bad_ns", f(w.addr, op, 0, A(&bad_ns), 0, kMatchAny));
+      add("realtime", f(w.addr, op | FUTEX_CLOCK_REALTIME, 0, 0, 0, kMatchAny));
+      add("shared", f(w.addr, bitset ? FUTEX_WAIT_BITSET : FUTEX_WAIT, 0, 0, 0,
+                      kMatchAny));
+      out += "] ";
+    }
+  }
+  // A read-only word is readable.
+  add("wait(ro,match)", f(ro, FUTEX_WAIT | P, 7, T, 0, 0));
+  add("wait(ro,mismatch)", f(ro, FUTEX_WAIT | P, 0, T, 0, 0));
+  add("wait_bitset(ro,match)", f(ro, FUTEX_WAIT_BITSET | P, 7, abs_t, 0, 3));
+  // A bad timespec: EFAULT before the word, the bitset and the command are
+  // looked at.
+  for (const Word& t : bad_timeouts) {
+    absl::StrAppend(&out, "timeout(", t.name, ")[");
+    add("wait", f(ok, FUTEX_WAIT | P, 0, t.addr, 0, 0));
+    add("wait_mismatch", f(ok, FUTEX_WAIT | P, 1, t.addr, 0, 0));
+    add("wait_bitset", f(ok, FUTEX_WAIT_BITSET | P, 0, t.addr, 0, kMatchAny));
+    add("wait_bitset_rt", f(ok, FUTEX_WAIT_BITSET | P | FUTEX_CLOCK_REALTIME,
+                            0, t.addr, 0, kMatchAny));
+    add("bad_word", f(none, FUTEX_WAIT | P, 0, t.addr, 0, 0));
+    add("misaligned_word", f(ok + 1, FUTEX_WAIT | P, 0, t.addr, 0, 0));
+    add("bitset0", f(ok, FUTEX_WAIT_BITSET | P, 0, t.addr, 0, 0));
+    add("wait_realtime", f(ok, FUTEX_WAIT | P | FUTEX_CLOCK_REALTIME, 0,
+                           t.addr, 0, 0));
+    // Commands without a timeout ignore the argument.
+    add("wake", f(ok, FUTEX_WAKE | P, 1, t.addr, 0, 0));
+    out += "] ";
+  }
+  // Readable timespecs in odd places.
+  add("timeout(ro)", f(ok, FUTEX_WAIT | P, 0, A(m.ro_timeout()), 0, 0));
+  add("timeout(odd)", f(ok, FUTEX_WAIT | P, 0, A(m.odd_timeout()), 0, 0));
+
+  // Wakes and requeues never touch a private word.
+  for (const Word& w : bad_words) {
+    absl::StrAppend(&out, "wake(", w.name, ")[");
+    add("wake", f(w.addr, FUTEX_WAKE | P, 1, 0, 0, 0));
+    add("wake_bitset", f(w.addr, FUTEX_WAKE_BITSET | P, 1, 0, 0, 5));
+    add("wake_bitset0", f(w.addr, FUTEX_WAKE_BITSET | P, 1, 0, 0, 0));
+    add("requeue_from", f(w.addr, FUTEX_REQUEUE | P, 1, 1, ok2, 0));
+    add("requeue_to", f(ok, FUTEX_REQUEUE | P, 1, 1, w.addr, 0));
+    add("requeue_neg", f(w.addr, FUTEX_REQUEUE | P, -1, 1, ok2, 0));
+    out += "] ";
+  }
+  add("wake(ro)", f(ro, FUTEX_WAKE | P, 1, 0, 0, 0));
+
+  // FUTEX_CMP_REQUEUE reads *uaddr, never *uaddr2.
+  for (const Word& w : bad_words) {
+    absl::StrAppend(&out, "cmp_requeue(", w.name, ")[");
+    add("from", f(w.addr, FUTEX_CMP_REQUEUE | P, 1, 1, ok2, 0));
+    add("from_mismatch", f(w.addr, FUTEX_CMP_REQUEUE | P, 1, 1, ok2, 5));
+    add("from_neg", f(w.addr, FUTEX_CMP_REQUEUE | P, 1, -1, ok2, 0));
+    add("from_misaligned_to", f(w.addr, FUTEX_CMP_REQUEUE | P, 1, 1, ok2 + 2, 0));
+    add("to", f(ok, FUTEX_CMP_REQUEUE | P, 1, 1, w.addr, 0));
+    add("to_mismatch", f(ok, FUTEX_CMP_REQUEUE | P, 1, 1, w.addr, 5));
+    add("both", f(w.addr, FUTEX_CMP_REQUEUE | P, 1, 1, w.addr, 0));
+    out += "] ";
+  }
+  add("cmp_requeue(ro,match)", f(ro, FUTEX_CMP_REQUEUE | P, 1, 1, ok2, 7));
+  add("cmp_requeue(ro,mismatch)", f(ro, FUTEX_CMP_REQUEUE | P, 1, 1, ok2, 0));
+
+  // FUTEX_WAKE_OP writes *uaddr2: a read-only page faults too; *uaddr is
+  // never touched.
+  const uint32_t add1 = Encode(FUTEX_OP_ADD, false, 1, FUTEX_OP_CMP_EQ, 0);
+  const Word bad_words2[] = {{"unmapped", unm},         {"prot_none", none},
+                             {"read_only", ro},         {"trunc_shared", tsh},
+                             {"trunc_private", tpr},    {"unmapped+1", unm + 1},
+                             {"read_only+2", ro + 2}};
+  for (const Word& w : bad_words2) {
+    absl::StrAppend(&out, "wake_op(", w.name, ")[");
+    add("word2", f(ok, FUTEX_WAKE_OP | P, 1, 1, w.addr, add1));
+    add("both", f(w.addr, FUTEX_WAKE_OP | P, 1, 1, w.addr, add1));
+    add("bad_op", f(ok, FUTEX_WAKE_OP | P, 1, 1, w.addr,
+                    Encode(7, false, 1, FUTEX_OP_CMP_EQ, 0)));
+    add("bad_cmp", f(ok, FUTEX_WAKE_OP | P, 1, 1, w.addr,
+                     Encode(FUTEX_OP_SET, false, 1, 9, 0)));
+    add("misaligned_word1", f(ok + 1, FUTEX_WAKE_OP | P, 1, 1, w.addr, add1));
+    add("word1", f(w.addr, FUTEX_WAKE_OP | P, 1, 1, ok2, add1));
+    out += "] ";
+  }
+  absl::StrAppend(&out, "ro_word=", *m.ro(), " ok2=", *m.ok2(),
+                  " ok=", *m.ok());
+  return out;
+}
+
+// Waiters on a word whose page then becomes inaccessible: the calls that
+// read or write it fail with EFAULT and wake nobody; wakes still reach them.
+std::string BadMemoryWithWaiters(FutexFn f) {
+  BadPages m;
+  if (!m.error.empty()) return "setup failed: " + m.error;
+  // The words: one on the page that will be PROT_NONE, one that stays.
+  if (mprotect(m.none(), m.pg, PROT_READ | PROT_WRITE) != 0) return "mprotect";
+  uint32_t* word = reinterpret_cast<uint32_t*>(m.none());
+  uint32_t* other = m.ok();
+  *word = 0;
+  std::string out;
+  Callers c(f);
+  for (int i = 0; i < 2; ++i) {
+    if (!c.Start(A(word), FUTEX_WAIT | P, 0, 0, 0, 0)) return "nb";
+  }
+  if (!c.Start(A(other), FUTEX_WAIT | P, 0, 0, 0, 0)) return "nb";
+  if (mprotect(m.none(), m.pg, PROT_NONE) != 0) return "mprotect";
+  long r = f(A(word), FUTEX_CMP_REQUEUE | P, 1, 1, A(other), 0);
+  absl::StrAppend(&out, "cmp_requeue=", R(r));
+  r = f(A(other), FUTEX_WAKE_OP | P, 1, 1, A(word),
+        Encode(FUTEX_OP_SET, false, 1, FUTEX_OP_CMP_EQ, 0));
+  absl::StrAppend(&out, " wake_op=", R(r));
+  timespec ms1 = {0, 1000000};
+  r = f(A(word), FUTEX_WAIT | P, 0, A(&ms1), 0, 0);
+  absl::StrAppend(&out, " wait=", R(r), " ", (c.SettleDone(0), c.DoneSet()));
+  r = f(A(word), FUTEX_REQUEUE | P, 1, 1, A(other), 0);
+  absl::StrAppend(&out, " requeue=", R(r), " ", (c.SettleDone(1), c.DoneSet()));
+  r = f(A(other), FUTEX_WAKE | P, INT_MAX, 0, 0, 0);
+  absl::StrAppend(&out, " wake_other=", R(r), " results=", c.Results());
+  return out;
+}
+
 TEST(FutexSemantics, BackendIsTheServedOne) {
 #ifndef PARKLOT_FUTEX_LIBRARY
   ASSERT_TRUE(ShimLoaded()) << "run under LD_PRELOAD of the shim";
@@ -495,6 +728,175 @@ TEST(FutexSemantics, Requeues) { ExpectSame("requeues", Requeues); }
 TEST(FutexSemantics, WakeOpWaiters) { ExpectSame("wake_op with waiters", WakeOpWaiters); }
 TEST(FutexSemantics, Timeouts) { ExpectSame("timeouts", Timeouts); }
 TEST(FutexSemantics, Signals) { ExpectSame("signals", Signals); }
+TEST(FutexSemantics, BadMemory) { ExpectSame("bad memory", BadMemoryCalls); }
+TEST(FutexSemantics, BadMemoryWithWaiters) {
+  ExpectSame("bad memory, waiters", BadMemoryWithWaiters);
+}
+
+// ---------------------------------------------------------------------------
+// SIGSEGV and SIGBUS: the served calls' faults never reach the program, and
+// the program's own faults reach it as they would without the shim.
+
+// How a child that makes one bad access (or is sent the signal) ends:
+// "signal N", or "exit N" if it survived or a sanitizer's own handler
+// (which the shim's runs, as it was the action before) reported the fault.
+std::string ChildEnd(void (*child)(const BadPages&), const BadPages& m) {
+  fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    child(m);
+    RawSyscall6(SYS_exit_group, 0, 0, 0, 0, 0, 0);
+  }
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid) return "fork failed";
+  return WIFSIGNALED(st) ? absl::StrCat("signal ", WTERMSIG(st))
+                         : absl::StrCat("exit ", WEXITSTATUS(st));
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// The sanitizer's SIGSEGV/SIGBUS handler ends the process its own way.
+#define EXPECT_ENDED_BY(sig, end) EXPECT_NE(end, "exit 0")
+#else
+#define EXPECT_ENDED_BY(sig, end) EXPECT_EQ(end, absl::StrCat("signal ", sig))
+#endif
+
+TEST(FaultSignals, ProgramFaultsStillEndIt) {
+  parklot::testing::Watchdog dog(absl::Seconds(60), "program faults");
+  BadPages m;
+  ASSERT_EQ(m.error, "");
+  // The served path is set up (its handler installed).
+  EXPECT_EQ(ServedFutex(A(m.none()), FUTEX_WAIT | P, 0, 0, 0, 0), -EFAULT);
+  EXPECT_ENDED_BY(SIGSEGV, ChildEnd([](const BadPages& b) {
+                    (void)*reinterpret_cast<volatile uint32_t*>(b.none());
+                  }, m));
+  EXPECT_ENDED_BY(SIGSEGV, ChildEnd([](const BadPages& b) {
+                    *reinterpret_cast<volatile uint32_t*>(b.ro()) = 1;
+                  }, m));
+  EXPECT_ENDED_BY(SIGSEGV, ChildEnd([](const BadPages&) {
+                    (void)*reinterpret_cast<volatile uint32_t*>(
+                        BadPages::unmapped());
+                  }, m));
+  EXPECT_ENDED_BY(SIGBUS, ChildEnd([](const BadPages& b) {
+                    (void)*static_cast<volatile uint32_t*>(b.trunc_shared);
+                  }, m));
+  EXPECT_ENDED_BY(SIGSEGV,
+                  ChildEnd([](const BadPages&) { raise(SIGSEGV); }, m));
+  EXPECT_ENDED_BY(SIGBUS, ChildEnd([](const BadPages&) { raise(SIGBUS); }, m));
+  // A signal the program ignores stays ignored when sent, and a fault
+  // still ends it.
+  EXPECT_EQ(ChildEnd([](const BadPages& b) {
+              signal(SIGSEGV, SIG_IGN);
+              raise(SIGSEGV);
+              (void)*reinterpret_cast<volatile uint32_t*>(b.none());
+            }, m), "signal 11");
+}
+
+#ifndef PARKLOT_FUTEX_LIBRARY
+sigjmp_buf g_fault_jmp;
+std::atomic<int> g_faults{0};
+void* g_fault_addr = nullptr;
+int g_fault_code = 0;
+void ProgramFaultHandler(int sig, siginfo_t* info, void*) {
+  g_faults.fetch_add(1);
+  g_fault_addr = info->si_addr;
+  g_fault_code = info->si_code;
+  siglongjmp(g_fault_jmp, sig);
+}
+void ProgramPlainHandler(int) {}
+#endif
+
+// The program resets SIGSEGV and SIGBUS to the default (as a child about to
+// crash on purpose does) or installs its own handler: served calls on bad
+// memory still return EFAULT, the program sees its own actions, and its own
+// faults run its handler.
+TEST(FaultSignals, ProgramActions) {
+#ifdef PARKLOT_FUTEX_LIBRARY
+  GTEST_SKIP() << "the program's actions are tracked by the shim's sigaction "
+                  "and signal (futex_shim.cc); linked in, nothing is interposed";
+#else
+  parklot::testing::Watchdog dog(absl::Seconds(60), "program actions");
+  BadPages m;
+  ASSERT_EQ(m.error, "");
+  auto bad_calls = [&m] {
+    std::string out;
+    absl::StrAppend(
+        &out, R(ServedFutex(A(m.none()), FUTEX_WAIT | P, 0, 0, 0, 0)), " ",
+        R(ServedFutex(A(m.trunc_shared), FUTEX_WAIT_BITSET | P, 0, 0, 0, 1)), " ",
+        R(ServedFutex(A(m.ok()), FUTEX_WAKE_OP | P, 1, 1, A(m.ro()),
+                      Encode(FUTEX_OP_ADD, false, 1, FUTEX_OP_CMP_EQ, 0))), " ",
+        R(ServedFutex(A(BadPages::unmapped()), FUTEX_CMP_REQUEUE | P, 1, 1,
+                      A(m.ok()), 0)), " ",
+        R(ServedFutex(A(m.ok()), FUTEX_WAIT | P, 0, A(m.none()), 0, 0)));
+    return out;
+  };
+  const std::string efault = "EFAULT EFAULT EFAULT EFAULT EFAULT";
+  struct sigaction saved_segv, saved_bus;
+  ASSERT_EQ(sigaction(SIGSEGV, nullptr, &saved_segv), 0);
+  ASSERT_EQ(sigaction(SIGBUS, nullptr, &saved_bus), 0);
+
+  // Defaults, set with signal().
+  EXPECT_NE(signal(SIGSEGV, SIG_DFL), SIG_ERR);
+  EXPECT_NE(signal(SIGBUS, SIG_DFL), SIG_ERR);
+  EXPECT_EQ(bad_calls(), efault);
+  EXPECT_EQ(signal(SIGSEGV, ProgramPlainHandler), SIG_DFL);
+  EXPECT_EQ(signal(SIGSEGV, SIG_DFL), ProgramPlainHandler);
+  struct sigaction now;
+  ASSERT_EQ(sigaction(SIGSEGV, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+
+  // The program's own handler, with sigaction().
+  struct sigaction sa = {};
+  sa.sa_sigaction = ProgramFaultHandler;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGUSR2);
+  ASSERT_EQ(sigaction(SIGSEGV, &sa, nullptr), 0);
+  sa.sa_flags = SA_SIGINFO;
+  ASSERT_EQ(sigaction(SIGBUS, &sa, nullptr), 0);
+  EXPECT_EQ(bad_calls(), efault);
+  EXPECT_EQ(g_faults.load(), 0);
+  ASSERT_EQ(sigaction(SIGSEGV, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_sigaction, ProgramFaultHandler);
+  EXPECT_EQ(now.sa_flags & (SA_SIGINFO | SA_RESETHAND), SA_SIGINFO | SA_RESETHAND);
+  EXPECT_TRUE(sigismember(&now.sa_mask, SIGUSR2));
+  // Its own faults run it (and SA_RESETHAND resets SIGSEGV's action).
+  int sig = sigsetjmp(g_fault_jmp, 1);
+  if (sig == 0) (void)*reinterpret_cast<volatile uint32_t*>(m.none());
+  EXPECT_EQ(sig, SIGSEGV);
+  EXPECT_EQ(g_fault_addr, m.none());
+  EXPECT_EQ(g_fault_code, SEGV_ACCERR);
+  sig = sigsetjmp(g_fault_jmp, 1);
+  if (sig == 0) (void)*static_cast<volatile uint32_t*>(m.trunc_private);
+  EXPECT_EQ(sig, SIGBUS);
+  EXPECT_EQ(g_faults.load(), 2);
+  ASSERT_EQ(sigaction(SIGSEGV, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+  EXPECT_EQ(bad_calls(), efault);
+  EXPECT_EQ(g_faults.load(), 2);
+
+  // The other setters glibc has (each sets the action through glibc's
+  // internal sigaction, so each is the shim's for these two signals).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  EXPECT_EQ(sysv_signal(SIGSEGV, ProgramPlainHandler), SIG_DFL);
+  ASSERT_EQ(sigaction(SIGSEGV, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, ProgramPlainHandler);
+  EXPECT_EQ(now.sa_flags & (SA_RESETHAND | SA_NODEFER | SA_RESTART),
+            SA_RESETHAND | SA_NODEFER);
+  EXPECT_EQ(ssignal(SIGSEGV, SIG_DFL), ProgramPlainHandler);
+  EXPECT_EQ(sigignore(SIGBUS), 0);
+  EXPECT_EQ(sigset(SIGBUS, SIG_DFL), SIG_IGN);
+  EXPECT_EQ(sigset(SIGBUS, SIG_HOLD), SIG_DFL);
+  EXPECT_EQ(sigset(SIGBUS, SIG_DFL), SIG_HOLD);
+#pragma GCC diagnostic pop
+  ASSERT_EQ(sigaction(SIGBUS, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+  EXPECT_EQ(bad_calls(), efault);
+
+  ASSERT_EQ(sigaction(SIGSEGV, &saved_segv, nullptr), 0);
+  ASSERT_EQ(sigaction(SIGBUS, &saved_bus, nullptr), 0);
+#endif
+}
 
 // The boundary rule (futex_ops.h, rule 2): a served wake reaches a waiter
 // that went to the kernel directly, after the lot's own waiters.

@@ -20,6 +20,12 @@
 //               kernel's CLONE_CHILD_CLEARTID wake still ends the join)
 //   fork        a MAP_SHARED futex word across fork(): shared waits and
 //               wakes go to the kernel and work; the child's lot works
+//   faults      waits, requeues and wake-ops on words whose pages another
+//               thread keeps making PROT_NONE, read-only and readable
+//               again, or truncates away (SIGBUS) and back: every call
+//               returns a result the kernel may (EFAULT among them, some
+//               while a served call holds a bucket lock), none crashes or
+//               hangs
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -39,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "tests/util/watchdog.h"
 
@@ -369,6 +376,128 @@ void Join(int rounds, int threads) {
 
 // ---------------------------------------------------------------------------
 
+void Faults(int threads, absl::Duration duration) {
+  const long pg = sysconf(_SC_PAGESIZE);
+  char* anon = static_cast<char*>(mmap(nullptr, pg, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  const int fd = memfd_create("futex_faults", MFD_CLOEXEC);
+  CHECK(anon != MAP_FAILED && fd >= 0 && ftruncate(fd, pg) == 0);
+  char* file = static_cast<char*>(
+      mmap(nullptr, pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  CHECK(file != MAP_FAILED);
+  if (g_failures != 0) return;
+  // The words stay 0: the wake-ops add 0, so waits on 0 park when they can.
+  uint32_t* words[4] = {reinterpret_cast<uint32_t*>(anon),
+                        reinterpret_cast<uint32_t*>(anon + 64),
+                        reinterpret_cast<uint32_t*>(file),
+                        reinterpret_cast<uint32_t*>(file + 64)};
+  std::atomic<bool> stop{false};
+  std::thread toggler([&] {
+    for (int k = 0; !stop.load(std::memory_order_relaxed); ++k) {
+      switch (k % 3) {
+        case 0:
+          mprotect(anon, pg, PROT_NONE);
+          CHECK(ftruncate(fd, 0) == 0);
+          break;
+        case 1:
+          mprotect(anon, pg, PROT_READ);
+          CHECK(ftruncate(fd, pg) == 0);
+          break;
+        case 2: {
+          // Good pages for longer: calls then park and wake, and a page
+          // may go bad under a served call's bucket lock.
+          mprotect(anon, pg, PROT_READ | PROT_WRITE);
+          const timespec good = {0, 100000};
+          nanosleep(&good, nullptr);
+          break;
+        }
+      }
+      std::this_thread::yield();
+    }
+    mprotect(anon, pg, PROT_READ | PROT_WRITE);
+    CHECK(ftruncate(fd, pg) == 0);
+  });
+  enum { kWait, kWaitBitset, kCmpRequeue, kWakeOp, kWake, kKinds };
+  static const char* const kNames[kKinds] = {"wait", "wait_bitset",
+                                             "cmp_requeue", "wake_op", "wake"};
+  std::atomic<long> calls[kKinds] = {}, efaults[kKinds] = {};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      uint32_t rng = 2463534242u + static_cast<uint32_t>(t);
+      while (!stop.load(std::memory_order_relaxed)) {
+        rng ^= rng << 13;
+        rng ^= rng >> 17;
+        rng ^= rng << 5;
+        const int kind = static_cast<int>(rng % kKinds);
+        uint32_t* a = words[(rng >> 8) % 4];
+        uint32_t* b = words[(rng >> 12) % 4];
+        const timespec rel = {0, 200000};
+        long r = 0;
+        switch (kind) {
+          case kWait:
+            r = Futex(a, FUTEX_WAIT_PRIVATE, 0, &rel, nullptr, 0);
+            break;
+          case kWaitBitset: {
+            timespec when;
+            const int64_t ns = NowNs(CLOCK_MONOTONIC) + 200000;
+            when.tv_sec = ns / 1000000000;
+            when.tv_nsec = ns % 1000000000;
+            r = Futex(a, FUTEX_WAIT_BITSET_PRIVATE, 0, &when, nullptr,
+                      FUTEX_BITSET_MATCH_ANY);
+            break;
+          }
+          case kCmpRequeue:
+            r = FutexVal2(a, FUTEX_CMP_REQUEUE_PRIVATE, 1, 1, b, 0);
+            break;
+          case kWakeOp:
+            r = FutexVal2(a, FUTEX_WAKE_OP_PRIVATE, 1, 1, b,
+                          FUTEX_OP(FUTEX_OP_ADD, 0, FUTEX_OP_CMP_EQ, 0));
+            break;
+          case kWake:
+            r = Futex(a, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+            break;
+        }
+        const int e = r == -1 ? errno : 0;
+        calls[kind].fetch_add(1, std::memory_order_relaxed);
+        if (e == EFAULT) efaults[kind].fetch_add(1, std::memory_order_relaxed);
+        bool ok = r >= 0 || e == EFAULT;
+        if (kind == kWait || kind == kWaitBitset) {
+          ok = r == 0 || e == EAGAIN || e == ETIMEDOUT || e == EINTR ||
+               e == EFAULT;
+        } else if (kind == kCmpRequeue) {
+          ok = ok || e == EAGAIN;
+        } else if (kind == kWake) {
+          ok = r >= 0;
+        }
+        if (!ok) {
+          fprintf(stderr, "faults: %s returned %ld (%s)\n", kNames[kind], r,
+                  strerror(e));
+          CHECK(ok);
+        }
+      }
+    });
+  }
+  absl::SleepFor(duration);
+  stop.store(true);
+  for (auto& w : workers) w.join();
+  toggler.join();
+  // Every call that reads or writes a word met a bad page at some point.
+  std::string counts;
+  for (int k = 0; k < kKinds; ++k) {
+    counts += std::string(" ") + kNames[k] + "=" +
+              std::to_string(calls[k].load()) + "/" +
+              std::to_string(efaults[k].load());
+    if (k != kWake) CHECK(efaults[k].load() > 0);
+  }
+  printf("faults: calls/EFAULT%s\n", counts.c_str());
+  munmap(anon, pg);
+  munmap(file, pg);
+  close(fd);
+}
+
+// ---------------------------------------------------------------------------
+
 void Fork(int pings) {
   auto* shared = static_cast<std::atomic<uint32_t>*>(
       mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
@@ -408,7 +537,7 @@ void Fork(int pings) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s atomic|mutex|condvar|timeouts|join|fork...\n",
+    fprintf(stderr, "usage: %s atomic|mutex|condvar|timeouts|join|fork|faults...\n",
             argv[0]);
     return 2;
   }
@@ -427,6 +556,8 @@ int main(int argc, char** argv) {
       Join(20, 16);
     } else if (mode == "fork") {
       Fork(2000);
+    } else if (mode == "faults") {
+      Faults(4, absl::Milliseconds(1500));
     } else {
       fprintf(stderr, "unknown mode %s\n", mode.c_str());
       return 2;
