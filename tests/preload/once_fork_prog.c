@@ -22,6 +22,13 @@ static int wait_child(pid_t pid) {
   return 100 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+/* In a child: a hang ends it by SIGALRM (not by the parent's watchdog
+ * handler, which would exit with a status of its own). */
+static void child_alarm(unsigned seconds) {
+  signal(SIGALRM, SIG_DFL);
+  alarm(seconds);
+}
+
 /* --- An init routine held in progress by a thread of the parent. ------- */
 
 static volatile int g_started, g_finish, g_parent_runs, g_child_runs;
@@ -67,7 +74,7 @@ static void* wait_in_once(void* arg) {
 
 /* In the child: the in-progress once runs child_init, once. */
 static int child_checks(void) {
-  alarm(10);
+  child_alarm(10);
   call_the_once(child_init);
   call_the_once(child_init);
   if (g_child_runs != 1) return 2;
@@ -119,7 +126,7 @@ static int chain_level(int level, int levels) {
   const pid_t pid = fork();
   if (pid < 0) return 41;
   if (pid == 0) {
-    alarm(20);
+    child_alarm(20);
     pthread_once(&g_once, child_init);
     if (g_child_runs != 1) _exit(42);
     _exit(chain_level(level + 1, levels));
@@ -156,8 +163,8 @@ static void fork_races(int rounds) {
     const pthread_once_t fresh = PTHREAD_ONCE_INIT;
     g_race_once = fresh;
     g_race_runs = g_race_child_runs = 0;
-    g_race_spin = shim_rand(&rng) % 20000;
-    const uint32_t delay = shim_rand(&rng) % 20000;
+    g_race_spin = shim_rand(&rng) % 100000;
+    const uint32_t delay = shim_rand(&rng) % 100000;
     pthread_t t = shim_spawn(race_runner, NULL);
     for (uint32_t i = 0; i < delay; ++i) __asm__ volatile("pause");
     const pid_t pid = fork();
@@ -166,7 +173,7 @@ static void fork_races(int rounds) {
       /* The init had completed at the fork (the child's routine does not
        * run) or it had not (the child's runs, once): never twice, never
        * a hang. */
-      alarm(10);
+      child_alarm(10);
       pthread_once(&g_race_once, race_child_init);
       pthread_once(&g_race_once, race_child_init);
       _exit(g_race_child_runs <= 1 ? 10 + g_race_child_runs : 2);
