@@ -66,7 +66,7 @@ bool ParseGrowthPolicy(absl::string_view text, GrowthPolicy* policy,
   }
   if (absl::ConsumePrefix(&text, "fixed:")) {
     size_t n = 0;
-    if (!absl::SimpleAtoi(text, &n) || n == 0 || n > (size_t{1} << 30)) {
+    if (!absl::SimpleAtoi(text, &n) || n == 0 || n > kMaxTableBuckets) {
       return false;
     }
     *policy = GrowthPolicy::kFixed;
@@ -89,9 +89,26 @@ const char* GrowthPolicyName(GrowthPolicy policy) {
 }
 
 size_t RoundUpPow2(size_t n) {
-  size_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
+  constexpr size_t kTop = size_t{1} << 63;
+  if (n <= 1) return 1;
+  if (n > kTop) return kTop;
+  return size_t{1} << (64 - __builtin_clzll(n - 1));
+}
+
+bool CanMapNow(size_t bytes) {
+  void* probe = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (probe == MAP_FAILED) return false;
+  munmap(probe, bytes);
+  return true;
+}
+
+namespace {
+std::atomic<size_t> g_fail_mappings_above{SIZE_MAX};
+}  // namespace
+
+void internal::FailTableMappingsAbove(size_t buckets) {
+  g_fail_mappings_above.store(buckets, std::memory_order_relaxed);
 }
 
 // The header shares the mapping with the buckets and takes one cache line.
@@ -101,23 +118,34 @@ struct alignas(64) BucketTable::Table {
   Bucket* buckets() { return reinterpret_cast<Bucket*>(this + 1); }
 };
 
-BucketTable::Table* BucketTable::AllocateTable(size_t buckets) {
-  const size_t bytes = sizeof(Table) + buckets * sizeof(Bucket);
-  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    ABSL_RAW_LOG(FATAL, "parklot: cannot map a table of %zu buckets", buckets);
-  }
-  // Zero-filled pages are empty, unlocked buckets.
-  Table* t = static_cast<Table*>(mem);
+BucketTable::Table* BucketTable::InitHeader(void* mem, size_t buckets) {
+  static_assert(sizeof(Table) == 64, "the header takes one cache line");
+  auto* t = static_cast<Table*>(mem);
   t->size = buckets;
-  unsigned log2 = 0;
-  while ((size_t{1} << log2) < buckets) ++log2;
-  t->shift = 64 - log2;
+  t->shift = 64 - static_cast<unsigned>(__builtin_ctzll(buckets));
   return t;
 }
 
+BucketTable::Table* BucketTable::AllocateTable(size_t buckets) {
+  if (buckets > g_fail_mappings_above.load(std::memory_order_relaxed)) {
+    return nullptr;
+  }
+  // buckets <= kMaxTableBuckets: the size cannot overflow.
+  const size_t bytes = sizeof(Table) + buckets * sizeof(Bucket);
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return nullptr;
+  // Zero-filled pages are empty, unlocked buckets.
+  return InitHeader(mem, buckets);
+}
+
+BucketTable::Table* BucketTable::InlineTable(size_t buckets) {
+  // Never used before (the table only grows): still zero-filled.
+  return InitHeader(inline_storage_, buckets);
+}
+
 void BucketTable::FreeTable(Table* table) {
+  if (static_cast<void*>(table) == inline_storage_) return;
   munmap(table, sizeof(Table) + table->size * sizeof(Bucket));
 }
 
@@ -129,6 +157,10 @@ size_t BucketTable::IndexOf(const Table* table, uintptr_t key) {
 }
 
 BucketTable::BucketTable(const TableOptions& options) : options_(options) {
+  if (options_.max_buckets > kMaxTableBuckets) {
+    options_.max_buckets = kMaxTableBuckets;
+  }
+  if (options_.buckets > kMaxTableBuckets) options_.buckets = kMaxTableBuckets;
   options_.max_buckets = RoundUpPow2(options_.max_buckets);
   size_t initial = RoundUpPow2(options_.buckets);
   if (options_.policy != GrowthPolicy::kFixed) {
@@ -139,10 +171,21 @@ BucketTable::BucketTable(const TableOptions& options) : options_(options) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     options_.cpus = n > 0 ? static_cast<size_t>(n) : 1;
   }
-  table_.store(AllocateTable(initial), std::memory_order_release);
-  immutable_.store(options_.policy == GrowthPolicy::kFixed ||
-                       initial >= options_.max_buckets,
-                   std::memory_order_release);
+  // Memory short: halve the size until a mapping succeeds; the inline
+  // table is the floor, so construction never fails.
+  Table* t = nullptr;
+  size_t size = initial;
+  for (; size > kInlineBuckets; size /= 2) {
+    t = AllocateTable(size);
+    if (t != nullptr) break;
+  }
+  if (t == nullptr) t = InlineTable(size);
+  if (size != initial) allocation_failures_.store(1, std::memory_order_relaxed);
+  table_.store(t, std::memory_order_release);
+  // A fixed table that fell back keeps its smaller size for good.
+  immutable_.store(
+      options_.policy == GrowthPolicy::kFixed || size >= options_.max_buckets,
+      std::memory_order_release);
 }
 
 BucketTable::~BucketTable() { FreeTable(table_.load()); }
@@ -160,6 +203,12 @@ static bool IsRcuReader() { return URCU_TLS(urcu_bp_reader) != nullptr; }
 
 void BucketTable::RegisterRcuReader() {
   if (IsRcuReader()) return;
+  // liburcu-bp aborts the process when it cannot map room for one more
+  // reader (its registry arena grows by mmap, doubling). When 1 MiB (an
+  // arena step for thousands of readers) cannot be mapped now, memory is
+  // too short to risk that: the thread stays a pinned reader (see
+  // ReadSection), slower to park but alive.
+  if (!CanMapNow(size_t{1} << 20)) return;
   urcu_bp_read_lock();
   urcu_bp_read_unlock();
 }
@@ -325,13 +374,22 @@ void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 size_t BucketTable::TargetBuckets(size_t live_threads) const {
   size_t want;
   switch (options_.policy) {
-    case GrowthPolicy::kThreads:
-      want = static_cast<size_t>(static_cast<double>(live_threads) *
-                                 options_.load_factor);
+    case GrowthPolicy::kThreads: {
+      // In double, compared before the conversion: a NaN or out-of-range
+      // factor must not reach an undefined double-to-integer conversion.
+      const double w = static_cast<double>(live_threads) * options_.load_factor;
+      want = !(w >= 1) ? 1
+             : w >= static_cast<double>(kMaxTableBuckets)
+                 ? kMaxTableBuckets
+                 : static_cast<size_t>(w);
       break;
-    case GrowthPolicy::kCpus:
-      want = 4 * (live_threads < options_.cpus ? live_threads : options_.cpus);
+    }
+    case GrowthPolicy::kCpus: {
+      const size_t n =
+          live_threads < options_.cpus ? live_threads : options_.cpus;
+      want = n >= kMaxTableBuckets / 4 ? kMaxTableBuckets : 4 * n;
       break;
+    }
     case GrowthPolicy::kFixed:
     default:
       return RoundUpPow2(options_.buckets);
@@ -355,6 +413,12 @@ bool BucketTable::MaybeGrow(size_t live_threads)
     return false;
   }
   Table* fresh = AllocateTable(target);
+  if (fresh == nullptr) {
+    // Growth is an optimisation: the current table keeps serving.
+    allocation_failures_.fetch_add(1, std::memory_order_relaxed);
+    grow_lock_.Unlock();
+    return false;
+  }
   Bucket* old_buckets = old->buckets();
   EnterSection();
   for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Lock();

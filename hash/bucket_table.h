@@ -85,20 +85,46 @@ struct TableOptions {
   size_t cpus = 0;
 };
 
-// Parses "threads", "cpus", "fixed:N". Returns false on malformed input.
+// The largest table any policy or cap may ask for: 2^30 buckets (64 GiB).
+// Sizes beyond it are clamped to it; the configuration rejects them.
+inline constexpr size_t kMaxTableBuckets = size_t{1} << 30;
+
+// Parses "threads", "cpus", "fixed:N" (1 <= N <= kMaxTableBuckets).
+// Returns false on malformed or out-of-range input.
 bool ParseGrowthPolicy(absl::string_view text, GrowthPolicy* policy,
                        size_t* fixed_buckets);
 // "threads", "cpus" or "fixed".
 const char* GrowthPolicyName(GrowthPolicy policy);
 
-// Rounds up to a power of two (min 1).
+// Rounds up to a power of two: 1 for 0 and 1; saturates at 2^63 for
+// n > 2^63 (the next power of two does not fit in size_t).
 size_t RoundUpPow2(size_t n);
+
+// Whether `bytes` of fresh private memory can be mapped now: maps and
+// unmaps them (never touched). A probe before calling libraries that abort
+// the process when mmap fails (liburcu-bp's reader registration, Abseil's
+// symbolizer): other threads may allocate between the probe and the call,
+// so it narrows the window in which they could abort; it cannot close it.
+// Thread-safe; async-signal-safe.
+bool CanMapNow(size_t bytes);
 
 // The table. Thread-safe: any number of threads may lock buckets while one
 // grows the table. Memory comes from mmap, never malloc, so it can serve a
 // pthread_mutex_lock interposed under a malloc that takes locks.
+//
+// Running out of memory never fails the table (DESIGN.md invariant 7):
+// tables of up to kInlineBuckets buckets live inside the BucketTable object
+// itself (static storage for the process's table), so the default first
+// table needs no allocation; a larger initial size that cannot be mapped
+// falls back to halves of it, down to the inline table; and a growth whose
+// new table cannot be mapped leaves the current table serving. Both are
+// counted in allocation_failures().
 class BucketTable {
  public:
+  // The largest table kept inside the object.
+  static constexpr size_t kInlineBuckets = 16;
+
+  // Sizes in `options` above kMaxTableBuckets are clamped to it.
   explicit BucketTable(const TableOptions& options);
   // Frees the current table. The caller guarantees no thread uses it.
   ~BucketTable();
@@ -129,7 +155,9 @@ class BucketTable {
 
   // Makes the calling thread a liburcu reader (urcu-bp registers threads on
   // their first read-side section, taking a pthread mutex). Call once per
-  // thread, outside any ReadSection; idempotent.
+  // thread, outside any ReadSection; idempotent. When memory is short
+  // (CanMapNow(1 MiB) fails), it leaves the thread unregistered rather
+  // than let liburcu abort the process: its ReadSections then pin.
   static void RegisterRcuReader();
 
   // Lock sections and signal handlers (DESIGN.md invariant 6). Every
@@ -177,7 +205,10 @@ class BucketTable {
 
   // Grows the table if `live_threads` calls for more buckets under the
   // policy. Blocks while another thread grows. Must be called outside any
-  // ReadSection and without bucket locks held. Returns true if it grew.
+  // ReadSection and without bucket locks held. Returns true if it grew;
+  // false if no growth was due, or if the new table could not be mapped
+  // (then the current table keeps serving, allocation_failures() counts
+  // it, and a later call tries again).
   bool MaybeGrow(size_t live_threads);
 
   // fork() support. Before fork: take the grow lock and every bucket lock,
@@ -195,24 +226,48 @@ class BucketTable {
 
   size_t bucket_count() const;
   uint64_t growths() const { return growths_.load(std::memory_order_relaxed); }
+  // Times the table could not get the size it asked for: each growth whose
+  // new table could not be mapped, and a construction that had to fall
+  // back to a smaller initial table (counted once).
+  uint64_t allocation_failures() const {
+    return allocation_failures_.load(std::memory_order_relaxed);
+  }
   // True once the table can never change again (kFixed, or cap reached).
   bool immutable() const { return immutable_.load(std::memory_order_acquire); }
   const TableOptions& options() const { return options_; }
 
  private:
   struct Table;
+  // Writes the header of a table of `buckets` (a power of two) buckets at
+  // `mem`, whose buckets are zero-filled.
+  static Table* InitHeader(void* mem, size_t buckets);
+  // Maps a zeroed table of `buckets` buckets; nullptr if mmap fails.
   static Table* AllocateTable(size_t buckets);
-  static void FreeTable(Table* table);
+  // Sets up the inline table with `buckets` (<= kInlineBuckets) buckets.
+  Table* InlineTable(size_t buckets);
+  // Unmaps `table` unless it is the inline one.
+  void FreeTable(Table* table);
   static size_t IndexOf(const Table* table, uintptr_t key);
 
   TableOptions options_;
   std::atomic<Table*> table_{nullptr};
   std::atomic<bool> immutable_{false};
   std::atomic<uint64_t> growths_{0};
+  std::atomic<uint64_t> allocation_failures_{0};
   // Readers pinning the table without RCU (see ReadSection).
   mutable std::atomic<uint64_t> pins_{0};
   mutable BucketLock grow_lock_;
+  // The inline table: a one-cache-line header, then kInlineBuckets buckets.
+  alignas(64) unsigned char inline_storage_[64 * (1 + kInlineBuckets)] = {};
 };
+
+namespace internal {
+// Test-only: while set, mapping a table of more than `buckets` buckets
+// fails as if mmap had run out of memory (so 0 fails every mapping). Pass
+// SIZE_MAX to stop. Read only when a table is mapped (construction and
+// growth), never on a lock path: it costs production nothing. Thread-safe.
+void FailTableMappingsAbove(size_t buckets);
+}  // namespace internal
 
 }  // namespace parklot
 

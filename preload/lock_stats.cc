@@ -1,4 +1,5 @@
-// PARKLOT_STATS=1: per-lock contention figures and the report at exit.
+// PARKLOT_STATS=1: per-lock contention figures and the report at exit (the
+// table's figures, growth failures included: runtime/stats.h).
 //
 // Only enabled runs pay for this: every hook is behind `g_stats`. The table
 // is mmap'ed open addressing (no malloc: the hooks run inside
@@ -11,10 +12,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <new>
 #include <string>
 
 #include "absl/debugging/symbolize.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "hash/bucket_table.h"
 #include "preload/futex_ops.h"
 #include "preload/shim.h"
 #include "runtime/config.h"
@@ -59,7 +63,7 @@ LockStat* Find(uintptr_t lock) {
   return nullptr;
 }
 
-void WriteAll(const std::string& text) {
+void WriteAll(absl::string_view text) {
   const char* p = text.data();
   size_t left = text.size();
   while (left > 0) {
@@ -133,6 +137,7 @@ std::string StatsReport() {
     out += "most contended locks: none (no acquisition had to wait)\n";
     return out;
   }
+  const bool symbolize = CanMapNow(size_t{1} << 20);
   out += "most contended locks:\n";
   absl::StrAppendFormat(&out, "  %-18s %12s %12s %14s  %s\n", "lock",
                         "acquired", "contended", "wait ms", "first caller");
@@ -140,9 +145,11 @@ std::string StatsReport() {
     if (s == nullptr) break;
     char sym[256] = "?";
     const uintptr_t caller = s->caller.load();
+    // Abseil's symbolizer aborts when its allocator cannot map memory:
+    // with memory that short, the report gives addresses.
     if (caller != 0 &&
-        !absl::Symbolize(reinterpret_cast<void*>(caller - 1), sym,
-                         sizeof(sym))) {
+        !(symbolize && absl::Symbolize(reinterpret_cast<void*>(caller - 1), sym,
+                                       sizeof(sym)))) {
       absl::SNPrintF(sym, sizeof(sym), "%p", reinterpret_cast<void*>(caller));
     }
     absl::StrAppendFormat(&out, "  %#-18x %12u %12u %14.3f  %s\n",
@@ -156,6 +163,23 @@ std::string StatsReport() {
   return out;
 }
 
-void PrintStatsReport() { WriteAll(StatsReport()); }
+void PrintStatsReport() {
+  try {
+    WriteAll(StatsReport());
+  } catch (const std::bad_alloc&) {
+    // Memory ran out (the report is the one thing here that allocates):
+    // the table's figures still fit on the stack.
+    const Stats st = GetStats();
+    char line[256];
+    const int n = absl::SNPrintF(
+        line, sizeof(line),
+        "parklot statistics (pid %d): no memory for the full report\n"
+        "table: %u buckets, %u growths, %u growth failures\n",
+        getpid(), st.buckets, st.growths, st.growth_failures);
+    if (n > 0) {
+      WriteAll(absl::string_view(line, std::min<size_t>(n, sizeof(line) - 1)));
+    }
+  }
+}
 
 }  // namespace parklot::preload

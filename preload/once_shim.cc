@@ -2,7 +2,9 @@
 // 4-byte pthread_once_t / once_flag (0 = PTHREAD_ONCE_INIT / ONCE_FLAG_INIT).
 // glibc implements call_once without the pthread_once symbol, so it needs
 // its own entry. An init routine that is cancelled leaves the control
-// callable again (POSIX), as parklot::Once does for any unwind.
+// callable again (POSIX), as parklot::Once does for any unwind. In a child
+// of fork(), a control whose routine was running in the parent is run
+// again, as glibc does (parklot::Once keeps the fork generation).
 #include <pthread.h>
 #include <threads.h>
 

@@ -10,17 +10,85 @@
 namespace parklot {
 namespace {
 
-// getenv without allocation; malformed values are reported, not fatal: a
-// shim must not take down the program it was injected into.
-template <typename T>
-void ReadNumber(const char* name, T* out) {
+// Reports one rejected knob on one line of stderr: its name, the value
+// given, what is accepted and the default used instead. `value` may be any
+// text from the environment: it is shortened and control characters are
+// replaced, so the report stays one line. No allocation (the first lock,
+// inside malloc, may parse the environment); ABSL_RAW_LOG formats on the
+// stack.
+void Reject(const char* prefix, absl::string_view name, absl::string_view value,
+            absl::string_view accepted, absl::string_view default_value) {
+  constexpr size_t kShown = 48;
+  char shown[kShown + 4];
+  size_t n = 0;
+  for (char ch : value.substr(0, kShown)) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    shown[n++] = c < 0x20 || c == 0x7f ? '?' : ch;
+  }
+  if (value.size() > kShown) {
+    for (int i = 0; i < 3; ++i) shown[n++] = '.';
+  }
+  shown[n] = '\0';
+  ABSL_RAW_LOG(WARNING,
+               "parklot: ignoring %s%.*s=%s (accepted: %.*s); using the "
+               "default %.*s",
+               prefix, static_cast<int>(name.size()), name.data(), shown,
+               static_cast<int>(accepted.size()), accepted.data(),
+               static_cast<int>(default_value.size()), default_value.data());
+}
+
+// The accepted ranges, as Reject words them. One place for each range:
+// the environment parser and SetConfig both go through the checks below.
+static_assert(kMaxTableBuckets == 1073741824 && kMaxLoadFactor == 1024 &&
+                  kMaxSpinBudget == 64 && kMaxFairNs == 60000000000,
+              "the texts below state the ranges");
+constexpr char kBucketsRange[] = "a whole number from 1 to 1073741824";
+constexpr char kPolicyRange[] =
+    "threads, cpus or fixed:N, N from 1 to 1073741824";
+constexpr char kLoadFactorRange[] = "a number above 0, at most 1024";
+constexpr char kSpinRange[] = "adaptive, off or a whole number from 0 to 64";
+constexpr char kFairRange[] = "a whole number of ns from 0 to 60000000000";
+constexpr char kBoolRange[] = "1/0, true/false, yes/no";
+
+bool ValidBuckets(size_t n) { return n >= 1 && n <= kMaxTableBuckets; }
+// Written so that NaN fails.
+bool ValidLoadFactor(double f) { return f > 0 && f <= kMaxLoadFactor; }
+bool ValidSpinBudget(int n) { return n >= 0 && n <= kMaxSpinBudget; }
+bool ValidFairNs(int64_t ns) { return ns >= 0 && ns <= kMaxFairNs; }
+
+const char* SpinName(SpinMode m) {
+  switch (m) {
+    case SpinMode::kAdaptive:
+      return "adaptive";
+    case SpinMode::kOff:
+      return "off";
+    case SpinMode::kFixed:
+      return "fixed";
+  }
+  return "?";
+}
+
+// PARKLOT_BUCKETS, PARKLOT_MAX_BUCKETS: a bucket count in range, or the
+// default (reported).
+void ReadBuckets(const char* name, size_t* out) {
   const char* v = getenv(name);
   if (v == nullptr) return;
-  T parsed;
-  if (absl::SimpleAtoi(v, &parsed) && parsed >= 0) {
-    *out = parsed;
+  size_t n;
+  if (absl::SimpleAtoi(v, &n) && ValidBuckets(n)) {
+    *out = n;
   } else {
-    ABSL_RAW_LOG(WARNING, "parklot: ignoring %s=%s", name, v);
+    Reject("", name, v, kBucketsRange, absl::AlphaNum(*out).Piece());
+  }
+}
+
+void ReadBool(const char* name, bool* out) {
+  const char* v = getenv(name);
+  if (v == nullptr || v[0] == '\0') return;
+  bool b;
+  if (absl::SimpleAtob(v, &b)) {
+    *out = b;
+  } else {
+    Reject("", name, v, kBoolRange, *out ? "1" : "0");
   }
 }
 
@@ -31,25 +99,29 @@ Config g_config;
 }  // namespace
 
 Config ConfigFromEnvironment() {
+  const Config defaults;
   Config c;
   if (const char* v = getenv("PARKLOT_POLICY")) {
-    size_t fixed = c.table.buckets;
+    size_t fixed = 0;
     if (ParseGrowthPolicy(v, &c.table.policy, &fixed)) {
       if (c.table.policy == GrowthPolicy::kFixed) c.table.buckets = fixed;
     } else {
-      ABSL_RAW_LOG(WARNING, "parklot: ignoring PARKLOT_POLICY=%s", v);
+      Reject("", "PARKLOT_POLICY", v, kPolicyRange,
+             GrowthPolicyName(defaults.table.policy));
     }
   }
-  if (c.table.policy != GrowthPolicy::kFixed) {
-    ReadNumber("PARKLOT_BUCKETS", &c.table.buckets);
-  }
-  ReadNumber("PARKLOT_MAX_BUCKETS", &c.table.max_buckets);
+  // Checked under every policy; fixed:N alone sizes a fixed table.
+  size_t buckets = defaults.table.buckets;
+  ReadBuckets("PARKLOT_BUCKETS", &buckets);
+  if (c.table.policy != GrowthPolicy::kFixed) c.table.buckets = buckets;
+  ReadBuckets("PARKLOT_MAX_BUCKETS", &c.table.max_buckets);
   if (const char* v = getenv("PARKLOT_LOAD_FACTOR")) {
     double lf;
-    if (absl::SimpleAtod(v, &lf) && lf > 0 && lf <= 1024) {
+    if (absl::SimpleAtod(v, &lf) && ValidLoadFactor(lf)) {
       c.table.load_factor = lf;
     } else {
-      ABSL_RAW_LOG(WARNING, "parklot: ignoring PARKLOT_LOAD_FACTOR=%s", v);
+      Reject("", "PARKLOT_LOAD_FACTOR", v, kLoadFactorRange,
+             absl::AlphaNum(defaults.table.load_factor).Piece());
     }
   }
   if (const char* v = getenv("PARKLOT_SPIN")) {
@@ -59,21 +131,78 @@ Config ConfigFromEnvironment() {
       c.spin = SpinMode::kAdaptive;
     } else if (s == "off") {
       c.spin = SpinMode::kOff;
-    } else if (absl::SimpleAtoi(s, &n) && n >= 0 && n <= 64) {
+    } else if (absl::SimpleAtoi(s, &n) && ValidSpinBudget(n)) {
       c.spin = n == 0 ? SpinMode::kOff : SpinMode::kFixed;
       c.spin_budget = n;
     } else {
-      ABSL_RAW_LOG(WARNING, "parklot: ignoring PARKLOT_SPIN=%s", v);
+      Reject("", "PARKLOT_SPIN", v, kSpinRange, SpinName(defaults.spin));
     }
   }
-  ReadNumber("PARKLOT_FAIR_NS", &c.fair_mean_ns);
-  if (const char* v = getenv("PARKLOT_STATS")) {
-    c.stats = v[0] != '\0' && v[0] != '0';
+  if (const char* v = getenv("PARKLOT_FAIR_NS")) {
+    int64_t ns;
+    if (absl::SimpleAtoi(v, &ns) && ValidFairNs(ns)) {
+      c.fair_mean_ns = ns;
+    } else {
+      Reject("", "PARKLOT_FAIR_NS", v, kFairRange,
+             absl::AlphaNum(defaults.fair_mean_ns).Piece());
+    }
   }
-  if (const char* v = getenv("PARKLOT_SYSCALL_FUTEX")) {
-    c.syscall_futex = v[0] != '\0' && v[0] != '0';
-  }
+  ReadBool("PARKLOT_STATS", &c.stats);
+  ReadBool("PARKLOT_SYSCALL_FUTEX", &c.syscall_futex);
   return c;
+}
+
+int SanitizeConfig(Config* c) {
+  const Config defaults;
+  int replaced = 0;
+  auto reject = [&](absl::string_view field, absl::string_view value,
+                    absl::string_view accepted, absl::string_view def) {
+    Reject("SetConfig ", field, value, accepted, def);
+    ++replaced;
+  };
+  TableOptions& t = c->table;
+  const auto policy = static_cast<int>(t.policy);
+  if (t.policy != GrowthPolicy::kThreads && t.policy != GrowthPolicy::kCpus &&
+      t.policy != GrowthPolicy::kFixed) {
+    reject("table.policy", absl::AlphaNum(policy).Piece(),
+           "kThreads, kCpus or kFixed",
+           GrowthPolicyName(defaults.table.policy));
+    t.policy = defaults.table.policy;
+  }
+  if (!ValidBuckets(t.buckets)) {
+    reject("table.buckets", absl::AlphaNum(t.buckets).Piece(), kBucketsRange,
+           absl::AlphaNum(defaults.table.buckets).Piece());
+    t.buckets = defaults.table.buckets;
+  }
+  if (!ValidBuckets(t.max_buckets)) {
+    reject("table.max_buckets", absl::AlphaNum(t.max_buckets).Piece(),
+           kBucketsRange, absl::AlphaNum(defaults.table.max_buckets).Piece());
+    t.max_buckets = defaults.table.max_buckets;
+  }
+  if (!ValidLoadFactor(t.load_factor)) {
+    reject("table.load_factor", absl::AlphaNum(t.load_factor).Piece(),
+           kLoadFactorRange,
+           absl::AlphaNum(defaults.table.load_factor).Piece());
+    t.load_factor = defaults.table.load_factor;
+  }
+  if (c->spin != SpinMode::kAdaptive && c->spin != SpinMode::kOff &&
+      c->spin != SpinMode::kFixed) {
+    reject("spin", absl::AlphaNum(static_cast<int>(c->spin)).Piece(),
+           "kAdaptive, kOff or kFixed", SpinName(defaults.spin));
+    c->spin = defaults.spin;
+  }
+  if (!ValidSpinBudget(c->spin_budget)) {
+    reject("spin_budget", absl::AlphaNum(c->spin_budget).Piece(),
+           "a whole number from 0 to 64",
+           absl::AlphaNum(defaults.spin_budget).Piece());
+    c->spin_budget = defaults.spin_budget;
+  }
+  if (!ValidFairNs(c->fair_mean_ns)) {
+    reject("fair_mean_ns", absl::AlphaNum(c->fair_mean_ns).Piece(), kFairRange,
+           absl::AlphaNum(defaults.fair_mean_ns).Piece());
+    c->fair_mean_ns = defaults.fair_mean_ns;
+  }
+  return replaced;
 }
 
 const Config& GetConfig() {
@@ -99,6 +228,7 @@ bool SetConfig(const Config& config) {
     return false;
   }
   g_config = config;
+  SanitizeConfig(&g_config);
   g_state.store(2, std::memory_order_release);
   return true;
 }
@@ -108,17 +238,14 @@ std::string DescribeConfig(const Config& c) {
   if (c.table.policy == GrowthPolicy::kFixed) {
     absl::StrAppend(&policy, ":", c.table.buckets);
   }
-  const char* spin = c.spin == SpinMode::kAdaptive ? "adaptive"
-                     : c.spin == SpinMode::kOff    ? "off"
-                                                   : "fixed";
+  const char* spin = SpinName(c.spin);
   return absl::StrCat("policy=", policy, " buckets=", c.table.buckets,
                       " max_buckets=", c.table.max_buckets,
                       " load_factor=", c.table.load_factor, " spin=", spin,
                       c.spin == SpinMode::kFixed
                           ? absl::StrCat(":", c.spin_budget)
                           : std::string(),
-                      " fair_ns=", c.fair_mean_ns,
-                      " stats=", c.stats ? 1 : 0,
+                      " fair_ns=", c.fair_mean_ns, " stats=", c.stats ? 1 : 0,
                       c.syscall_futex ? " syscall_futex=1" : "");
 }
 

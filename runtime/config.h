@@ -1,15 +1,26 @@
 // parklot's knobs: from PARKLOT_* environment variables, or set through this
 // API before the parking lot is first used.
 //
-//   PARKLOT_POLICY       threads | cpus | fixed:N        (table growth policy)
-//   PARKLOT_BUCKETS      initial buckets (threads, cpus)  default 16
-//   PARKLOT_MAX_BUCKETS  cap; reaching it freezes the table  default 2^19
-//   PARKLOT_LOAD_FACTOR  buckets per live thread (threads)   default 4
-//   PARKLOT_SPIN         adaptive | off | N (fixed spin budget, in pauses)
-//   PARKLOT_FAIR_NS      mean eventual-fairness interval, ns  default 500000
+//   PARKLOT_POLICY       threads | cpus | fixed:N, 1 <= N <= 2^30
+//                        (table growth policy)            default threads
+//   PARKLOT_BUCKETS      initial buckets (threads, cpus), 1..2^30  default 16
+//   PARKLOT_MAX_BUCKETS  cap, 1..2^30; reaching it freezes the table
+//                                                         default 2^19
+//   PARKLOT_LOAD_FACTOR  buckets per live thread (threads), (0, 1024]
+//                                                         default 4
+//   PARKLOT_SPIN         adaptive | off | N, 0..64 (fixed spin budget, in
+//                        pause-backoff rounds; 0 = off)  default adaptive
+//   PARKLOT_FAIR_NS      mean eventual-fairness interval, ns, 0..6e10
+//                        (0 = always fair)                default 500000
 //   PARKLOT_STATS        1 = print statistics at exit (the shim)
 //   PARKLOT_SYSCALL_FUTEX 1 = the shim also serves private
 //                        syscall(SYS_futex, ...) waits and wakes
+//   (the two switches take 1/0, true/false, yes/no, t/f, y/n; default 0)
+//
+// A value that does not parse or is out of range never stops the program
+// (DESIGN.md invariant 7): the knob keeps its default and one line on
+// stderr names the variable, the value given, what is accepted and the
+// default used.
 #ifndef PARKLOT_RUNTIME_CONFIG_H_
 #define PARKLOT_RUNTIME_CONFIG_H_
 
@@ -19,6 +30,12 @@
 #include "hash/bucket_table.h"
 
 namespace parklot {
+
+// Upper bounds of the knobs (inclusive). Bucket counts are bounded by
+// kMaxTableBuckets (hash/bucket_table.h).
+inline constexpr double kMaxLoadFactor = 1024;
+inline constexpr int kMaxSpinBudget = 64;
+inline constexpr int64_t kMaxFairNs = 60'000'000'000;  // 60 s
 
 enum class SpinMode { kAdaptive, kOff, kFixed };
 
@@ -35,10 +52,19 @@ struct Config {
   bool syscall_futex = false;
 };
 
-// Parses the PARKLOT_* variables over the defaults. Malformed values keep
-// the default and are reported on stderr (each time they are parsed). Does not
-// allocate. Thread-safe.
+// Parses the PARKLOT_* variables over the defaults. A malformed or
+// out-of-range value keeps that knob's default and is reported on one line
+// of stderr (each time it is parsed; GetConfig parses once). An empty
+// switch (PARKLOT_STATS=) counts as unset. Does not allocate.
+// Thread-safe.
 Config ConfigFromEnvironment();
+
+// Replaces every out-of-range field of `*config` with its default (the
+// ranges above; policy and spin must be enumerators), reporting each on
+// one line of stderr as the environment parser does. Returns how many
+// fields it replaced (0: the configuration was valid). Does not allocate.
+// Thread-safe on distinct configs.
+int SanitizeConfig(Config* config);
 
 // The configuration in force. The first call, or the first use of the
 // parking lot, fixes it (from SetConfig, else the environment).
@@ -46,7 +72,10 @@ const Config& GetConfig();
 
 // Replaces the configuration. Returns false (and changes nothing) once the
 // parking lot has been used or the configuration read: the table cannot
-// change policy under parked threads.
+// change policy under parked threads. Otherwise returns true and fixes
+// `config` with its out-of-range fields replaced by their defaults, each
+// reported on stderr (SanitizeConfig): as with the environment, a bad knob
+// never stops the program. Call SanitizeConfig first to learn of them.
 bool SetConfig(const Config& config);
 
 // One line describing `config`, e.g. "policy=threads buckets=16 ...".

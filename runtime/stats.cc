@@ -6,15 +6,15 @@ namespace parklot {
 
 std::string FormatStats(const Stats& s) {
   return absl::StrFormat(
-      "table: %zu buckets, %u growths\n"
+      "table: %zu buckets, %u growths, %u growth failures\n"
       "threads: %zu live, %u registered\n"
       "parks: %u (timed out %u, refused by validate %u)\n"
       "unparks: %u\n"
       "spins: %u phases, %u acquired while spinning\n"
       "handoffs: %u\n",
-      s.buckets, s.growths, s.live_threads, s.threads_registered, s.parks,
-      s.timeouts, s.invalid, s.unparks, s.spins, s.spin_acquired,
-      s.handoffs);
+      s.buckets, s.growths, s.growth_failures, s.live_threads,
+      s.threads_registered, s.parks, s.timeouts, s.invalid, s.unparks, s.spins,
+      s.spin_acquired, s.handoffs);
 }
 
 }  // namespace parklot

@@ -19,6 +19,10 @@ struct Stats {
   uint64_t spin_acquired = 0;
   uint64_t handoffs = 0;
   uint64_t growths = 0;
+  // Table allocations that failed (memory short): growths that did not
+  // happen, and an initial table smaller than configured. The table in
+  // use keeps serving (BucketTable::allocation_failures()).
+  uint64_t growth_failures = 0;
   size_t buckets = 0;
   size_t live_threads = 0;
   uint64_t threads_registered = 0;

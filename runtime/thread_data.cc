@@ -1,9 +1,9 @@
 #include "runtime/thread_data.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/mman.h>
 
 #include <new>
 
@@ -37,7 +37,7 @@ struct Registry {
   BucketLock lock;  // guards free_top, next_fresh, the free stack
   uint32_t next_fresh = 1;
   uint32_t free_top = 0;
-  uint32_t* free_stack = nullptr;              // kMaxSlots entries, mmap'ed
+  uint32_t* free_stack = nullptr;              // kMaxSlots entries
   std::atomic<uint8_t>* states = nullptr;      // by slot id % kMaxSlots
   std::atomic<size_t> live{0};
   std::atomic<size_t> parked{0};
@@ -56,16 +56,17 @@ std::atomic<int> g_init{0};
 
 Registry& Reg() { return *reinterpret_cast<Registry*>(g_registry_storage); }
 
-void* MapZeroed(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) ABSL_RAW_LOG(FATAL, "parklot: mmap of %zu B failed", bytes);
-  return p;
-}
+// The registry's per-slot arrays (13 MiB of address space). Static storage
+// (.bss), not mmap: nothing to allocate means nothing that can fail when
+// memory is short at the lot's first use (DESIGN.md invariant 7), and
+// pages are still only touched as slots are used.
+uint32_t g_free_stack_storage[kMaxSlots];
+std::atomic<uint8_t> g_states_storage[kMaxSlots];
+std::atomic<ThreadData*> g_by_slot_storage[kMaxSlots];
 
 void OnThreadExit(void* arg);
 
-// The live threads' data, by registry index, for the statistics snapshot. Mapped in
+// The live threads' data, by registry index, for the statistics snapshot. Set in
 // InitOnce, so every reader sees it through g_init's release/acquire pair
 // (a lazy map at first registration was read outside the lock: a data race).
 std::atomic<ThreadData*>* g_by_slot = nullptr;
@@ -74,16 +75,22 @@ void InitOnce() {
   int expected = 0;
   if (g_init.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
     Registry* r = new (g_registry_storage) Registry();
-    r->free_stack = static_cast<uint32_t*>(MapZeroed(kMaxSlots * 4));
-    r->states = static_cast<std::atomic<uint8_t>*>(MapZeroed(kMaxSlots));
-    g_by_slot = static_cast<std::atomic<ThreadData*>*>(
-        MapZeroed(kMaxSlots * sizeof(std::atomic<ThreadData*>)));
+    r->free_stack = g_free_stack_storage;
+    r->states = g_states_storage;
+    g_by_slot = g_by_slot_storage;
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) == 0) {
       r->cpus = CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
     }
-    if (pthread_key_create(&r->exit_key, OnThreadExit) != 0) {
-      ABSL_RAW_LOG(FATAL, "parklot: pthread_key_create failed");
+    if (const int rc = pthread_key_create(&r->exit_key, OnThreadExit)) {
+      // No key left (PTHREAD_KEYS_MAX): run on without exit accounting.
+      // PTHREAD_KEYS_MAX is no key, so pthread_setspecific on it fails
+      // with EINVAL and never touches another library's key.
+      r->exit_key = PTHREAD_KEYS_MAX;
+      ABSL_RAW_LOG(WARNING,
+                   "parklot: pthread_key_create failed (error %d): exited "
+                   "threads will stay counted as live",
+                   rc);
     }
     new (g_table_storage) BucketTable(GetConfig().table);
     internal::InstallDeferredUnparkRunner();
@@ -424,6 +431,7 @@ Stats GetStats() {
   r.lock.Unlock();
   BucketTable& t = GlobalTable();
   s.growths = t.growths();
+  s.growth_failures = t.allocation_failures();
   s.buckets = t.bucket_count();
   s.live_threads = r.live.load(std::memory_order_relaxed);
   s.threads_registered = r.registered.load(std::memory_order_relaxed);

@@ -12,6 +12,14 @@
 //
 // Zero-filled memory is a fresh Once (PTHREAD_ONCE_INIT is 0), so the shim
 // can use it in place inside a pthread_once_t.
+//
+// fork(): a child forked while a thread of the parent runs the function
+// inherits a Once that no thread of the child will ever finish. As glibc's
+// pthread_once does, the "running" states carry the fork generation they
+// were entered in (a process-wide counter that a pthread_atfork child
+// handler bumps), and a call that finds "running" from an older generation
+// treats the Once as not run: the child runs its function. A completed
+// Once stays completed across fork.
 #ifndef PARKLOT_SYNC_ONCE_H_
 #define PARKLOT_SYNC_ONCE_H_
 
@@ -36,18 +44,31 @@ namespace parklot {
 // memory) is treated as "running" and waited on.
 class Once {
  public:
-  // The word's states.
+  // The word: its low two bits are the state; in the two running states,
+  // the bits above hold the fork generation (modulo 2^30) the function was
+  // started in. kNotRun and kDone are the whole word.
   static constexpr uint32_t kNotRun = 0;
   static constexpr uint32_t kRunning = 1;
   static constexpr uint32_t kRunningWithWaiters = 2;
   static constexpr uint32_t kDone = 3;
+  static constexpr uint32_t kStateMask = 3;
+  static constexpr int kGenerationShift = 2;
+
+  // The state bits of a word (kNotRun ... kDone).
+  static constexpr uint32_t StateOf(uint32_t word) { return word & kStateMask; }
+  // The calling process's fork generation, shifted into place: the bits
+  // that mark a running state as this process's. 0 until the first fork;
+  // a fork's child gets its parent's generation plus one.
+  static uint32_t CurrentGeneration();
 
   constexpr Once() = default;
   Once(const Once&) = delete;
   Once& operator=(const Once&) = delete;
 
   // Calls std::invoke(f, args...) if no call on this Once has completed;
-  // returns once some call has completed (normally). Every write made by
+  // returns once some call has completed (normally). In a child process, a
+  // call whose function was still running in the parent at fork counts as
+  // never made (see above). Every write made by
   // the completed call happens-before the return of every Call() (acquire/
   // release). If `f` throws, the exception propagates to this caller and
   // the Once stays not-run, so a later (or a parked concurrent) call runs

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -87,6 +88,17 @@ TEST(RoundUpPow2, PowersOfTwo) {
   EXPECT_EQ(RoundUpPow2(4096), 4096u);
   EXPECT_EQ(RoundUpPow2(4097), 8192u);
   EXPECT_EQ(RoundUpPow2((size_t{1} << 40) + 1), size_t{1} << 41);
+}
+
+// Values near 2^64 once made it loop forever (PARKLOT_MAX_BUCKETS=2^64-1
+// hung the program before main): it saturates at the largest power of two.
+TEST(RoundUpPow2, SaturatesInsteadOfOverflowing) {
+  constexpr size_t kTop = size_t{1} << 63;
+  EXPECT_EQ(RoundUpPow2(kTop - 1), kTop);
+  EXPECT_EQ(RoundUpPow2(kTop), kTop);
+  EXPECT_EQ(RoundUpPow2(kTop + 1), kTop);
+  EXPECT_EQ(RoundUpPow2(SIZE_MAX), kTop);
+  EXPECT_EQ(RoundUpPow2((size_t{1} << 62) + 1), kTop);
 }
 
 // --- Construction -----------------------------------------------------------
@@ -192,6 +204,227 @@ TEST(TargetBuckets, FixedPolicyIsItsSize) {
   BucketTable t(Options(GrowthPolicy::kFixed, 3));
   EXPECT_EQ(t.TargetBuckets(0), 4u);
   EXPECT_EQ(t.TargetBuckets(100000), 4u);
+}
+
+// --- Running out of memory ---------------------------------------------------
+
+// Makes table mappings above `buckets` fail for one scope.
+class FailMappingsAbove {
+ public:
+  explicit FailMappingsAbove(size_t buckets) {
+    internal::FailTableMappingsAbove(buckets);
+  }
+  ~FailMappingsAbove() { internal::FailTableMappingsAbove(SIZE_MAX); }
+  FailMappingsAbove(const FailMappingsAbove&) = delete;
+  FailMappingsAbove& operator=(const FailMappingsAbove&) = delete;
+};
+
+// Every bucket of `t` can be locked and holds a queue (the table serves).
+void ExpectServes(const BucketTable& t) {
+  BucketTable::ReadSection rs(t);
+  std::set<Bucket*> seen;
+  for (uintptr_t k = 0; k < 64 * t.bucket_count(); ++k) {
+    Bucket* b = t.LockBucket(0x7f0000000000 + 64 * k);
+    Waiter w;
+    w.key.store(0x7f0000000000 + 64 * k, std::memory_order_relaxed);
+    b->Enqueue(&w);
+    EXPECT_EQ(b->head, &w);
+    b->Remove(&w, nullptr);
+    b->lock.Unlock();
+    seen.insert(b);
+  }
+  EXPECT_EQ(seen.size(), t.bucket_count());
+}
+
+TEST(OutOfMemory, SmallInitialTablesNeedNoMapping) {
+  FailMappingsAbove fail(0);  // every mapping fails
+  for (size_t n : {1, 2, 16}) {
+    BucketTable fixed(Options(GrowthPolicy::kFixed, n));
+    EXPECT_EQ(fixed.bucket_count(), n);
+    EXPECT_EQ(fixed.allocation_failures(), 0u);
+    ExpectServes(fixed);
+  }
+  BucketTable threads(Options(GrowthPolicy::kThreads));
+  EXPECT_EQ(threads.bucket_count(), 16u);
+  EXPECT_EQ(threads.allocation_failures(), 0u);
+  ExpectServes(threads);
+}
+
+// A configured initial size that cannot be mapped falls back to the largest
+// half that can, down to the table inside the object; counted once.
+TEST(OutOfMemory, InitialTableFallsBackToWhatCanBeMapped) {
+  {
+    FailMappingsAbove fail(0);
+    BucketTable t(Options(GrowthPolicy::kThreads, 4096));
+    EXPECT_EQ(t.bucket_count(), 16u);
+    EXPECT_EQ(t.allocation_failures(), 1u);
+    EXPECT_FALSE(t.immutable());
+    ExpectServes(t);
+    BucketTable fixed(Options(GrowthPolicy::kFixed, 4096));
+    EXPECT_EQ(fixed.bucket_count(), 16u);
+    EXPECT_TRUE(fixed.immutable());
+    EXPECT_EQ(fixed.allocation_failures(), 1u);
+    ExpectServes(fixed);
+  }
+  FailMappingsAbove fail(256);
+  BucketTable t(Options(GrowthPolicy::kThreads, 4096));
+  EXPECT_EQ(t.bucket_count(), 256u);
+  EXPECT_EQ(t.allocation_failures(), 1u);
+  ExpectServes(t);
+  BucketTable fixed(Options(GrowthPolicy::kFixed, 1000));
+  EXPECT_EQ(fixed.bucket_count(), 256u);
+  EXPECT_TRUE(fixed.immutable());
+  EXPECT_FALSE(fixed.MaybeGrow(100000));
+  // The cap counts the size reached: a table that fell back below its cap
+  // may still grow later.
+  BucketTable capped(Options(GrowthPolicy::kThreads, 1024, 1024));
+  EXPECT_EQ(capped.bucket_count(), 256u);
+  EXPECT_FALSE(capped.immutable());
+}
+
+// Sizes past kMaxTableBuckets (up to 2^64 - 1) are clamped, never
+// overflowed into a tiny mapping or an endless rounding loop.
+TEST(OutOfMemory, HugeSizesAreClamped) {
+  FailMappingsAbove fail(64);
+  BucketTable fixed(Options(GrowthPolicy::kFixed, SIZE_MAX));
+  EXPECT_EQ(fixed.options().buckets, kMaxTableBuckets);
+  EXPECT_EQ(fixed.bucket_count(), 64u);
+  EXPECT_EQ(fixed.allocation_failures(), 1u);
+  BucketTable threads(Options(GrowthPolicy::kThreads, SIZE_MAX, SIZE_MAX));
+  EXPECT_EQ(threads.options().max_buckets, kMaxTableBuckets);
+  EXPECT_EQ(threads.bucket_count(), 64u);
+  EXPECT_EQ(threads.TargetBuckets(SIZE_MAX), kMaxTableBuckets);
+  ExpectServes(threads);
+}
+
+// TargetBuckets never converts an out-of-range double to an integer.
+TEST(OutOfMemory, TargetBucketsWithAbsurdLoadFactors) {
+  for (double lf : {std::numeric_limits<double>::quiet_NaN(), -1.0, 0.0}) {
+    TableOptions o = Options(GrowthPolicy::kThreads);
+    o.load_factor = lf;
+    EXPECT_EQ(BucketTable(o).TargetBuckets(1000), 16u) << lf;
+  }
+  for (double lf : {std::numeric_limits<double>::infinity(), 1e300}) {
+    TableOptions o = Options(GrowthPolicy::kThreads);
+    o.load_factor = lf;
+    EXPECT_EQ(BucketTable(o).TargetBuckets(2), kMaxTableBuckets) << lf;
+  }
+  TableOptions o = Options(GrowthPolicy::kCpus);
+  o.cpus = SIZE_MAX;
+  EXPECT_EQ(BucketTable(o).TargetBuckets(SIZE_MAX), kMaxTableBuckets);
+}
+
+// A growth whose table cannot be mapped leaves the current table serving,
+// with every queued waiter where it was, and is counted; once memory is
+// back, the next call grows and moves them.
+TEST(OutOfMemory, FailedGrowthKeepsTheTableServing) {
+  BucketTable t(Options(GrowthPolicy::kThreads));
+  constexpr int kWaiters = 100;
+  auto waiters = std::make_unique<Waiter[]>(kWaiters);
+  auto key = [](int i) { return 0x7f0000010000 + 64 * uintptr_t(i); };
+  {
+    BucketTable::ReadSection rs(t);
+    for (int i = 0; i < kWaiters; ++i) {
+      waiters[i].key.store(key(i), std::memory_order_relaxed);
+      Bucket* b = t.LockBucket(key(i));
+      b->Enqueue(&waiters[i]);
+      b->lock.Unlock();
+    }
+  }
+  auto all_found = [&] {
+    BucketTable::ReadSection rs(t);
+    int found = 0;
+    for (int i = 0; i < kWaiters; ++i) {
+      Bucket* b = t.LockBucket(key(i));
+      for (Waiter* w = b->head; w != nullptr; w = w->next) {
+        if (w == &waiters[i]) ++found;
+      }
+      b->lock.Unlock();
+    }
+    return found == kWaiters;
+  };
+  {
+    FailMappingsAbove fail(16);
+    EXPECT_FALSE(t.MaybeGrow(100));
+    EXPECT_FALSE(t.MaybeGrow(1000));
+    EXPECT_EQ(t.bucket_count(), 16u);
+    EXPECT_EQ(t.growths(), 0u);
+    EXPECT_EQ(t.allocation_failures(), 2u);
+    EXPECT_FALSE(t.immutable());
+    EXPECT_TRUE(all_found());
+  }
+  EXPECT_TRUE(t.MaybeGrow(100));
+  EXPECT_EQ(t.bucket_count(), 512u);
+  EXPECT_EQ(t.growths(), 1u);
+  EXPECT_EQ(t.allocation_failures(), 2u);
+  EXPECT_TRUE(all_found());
+  // Leave nothing queued in a table about to be freed.
+  BucketTable::ReadSection rs(t);
+  for (int i = 0; i < kWaiters; ++i) {
+    Bucket* b = t.LockBucket(key(i));
+    Waiter* prev = nullptr;
+    Waiter* w = b->head;
+    while (w != &waiters[i]) {
+      prev = w;
+      w = w->next;
+    }
+    b->Remove(w, prev);
+    b->lock.Unlock();
+  }
+}
+
+// Readers keep locking, queueing and finding their waiters while a grower
+// fails most of its attempts (the mapping limit flips under it).
+TEST(OutOfMemory, ReadersDuringFailingGrowth) {
+  testing::Watchdog wd(coretest::WatchdogLimit(absl::Seconds(120)),
+                       "ReadersDuringFailingGrowth");
+  BucketTable t(Options(GrowthPolicy::kThreads, 16, size_t{1} << 12));
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> missing{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 4; ++i) {
+    readers.emplace_back([&, i] {
+      if (i % 2 == 0) BucketTable::RegisterRcuReader();
+      Waiter w;
+      const uintptr_t key = 0x9000 + 64 * uintptr_t(i);
+      w.key.store(key, std::memory_order_relaxed);
+      while (!done.load(std::memory_order_acquire)) {
+        BucketTable::ReadSection rs(t);
+        Bucket* b = t.LockBucket(key);
+        b->Enqueue(&w);
+        b->lock.Unlock();
+        b = t.LockWaiterBucket(&w);
+        Waiter* prev = nullptr;
+        Waiter* p = b->head;
+        while (p != nullptr && p != &w) {
+          prev = p;
+          p = p->next;
+        }
+        if (p == &w) {
+          b->Remove(&w, prev);
+        } else {
+          missing.fetch_add(1);
+        }
+        b->lock.Unlock();
+      }
+    });
+  }
+  Rng rng(7);
+  uint64_t failed = 0;
+  for (size_t live = 5; live <= 1024; live += 1 + rng.Below(8)) {
+    // Three attempts in four fail.
+    FailMappingsAbove fail(rng.Below(4) == 0 ? SIZE_MAX : 0);
+    const size_t before = t.bucket_count();
+    const size_t want =
+        std::min(t.TargetBuckets(live), t.options().max_buckets);
+    if (!t.MaybeGrow(live) && want > before) ++failed;
+  }
+  done.store(true, std::memory_order_release);
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(missing.load(), 0);
+  EXPECT_EQ(t.allocation_failures(), failed);
+  EXPECT_GT(failed, 0u);
+  EXPECT_GT(t.growths(), 0u);
 }
 
 // --- MaybeGrow --------------------------------------------------------------

@@ -120,12 +120,13 @@ TEST(Stats, FormatStatsShowsEveryCounter) {
   s.spin_acquired = 16;
   s.handoffs = 17;
   s.growths = 18;
+  s.growth_failures = 21;
   s.buckets = 4096;
   s.live_threads = 19;
   s.threads_registered = 20;
   const std::string text = FormatStats(s);
   for (const char* want :
-       {"4096 buckets", "18 growths", "19 live", "20 registered",
+       {"4096 buckets", "18 growths", "21 growth failures", "19 live", "20 registered",
         "parks: 11", "timed out 13", "refused by validate 14", "unparks: 12",
         "15 phases", "16 acquired", "handoffs: 17"}) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;

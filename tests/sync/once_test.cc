@@ -4,6 +4,8 @@
 #include "sync/once.h"
 
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -122,7 +124,7 @@ TEST(OnceTest, WaitersParkWhileInitRuns) {
   }
   for (auto& r : refs) ASSERT_TRUE(r.WaitParked());
   EXPECT_EQ(returned.load(), 0);
-  EXPECT_EQ(once.word()->load(), Once::kRunningWithWaiters);
+  EXPECT_EQ(Once::StateOf(once.word()->load()), Once::kRunningWithWaiters);
   finish.store(true);
   initializer.join();
   for (auto& t : waiters) t.join();
@@ -234,6 +236,135 @@ TEST(OnceTest, CancelledInitLeavesOnceCallable) {
   waiter.join();
   EXPECT_EQ(runs.load(), 1);
   EXPECT_TRUE(once.done());
+}
+
+// fork() while another thread runs the init, with no waiter and with
+// waiters parked: in the child no thread will ever finish that init, so
+// (as with glibc's pthread_once) the child's call runs its own function,
+// exactly once, while a Once completed before the fork stays completed.
+// The parent is unaffected: one init, every waiter returns.
+TEST(OnceTest, ForkWhileInitRunsRunsItAgainInTheChild) {
+  Watchdog wd(kWatchdogLimit,
+              "OnceTest.ForkWhileInitRunsRunsItAgainInTheChild");
+  for (int waiters : {0, 3}) {
+    SCOPED_TRACE(waiters);
+    Once once, completed;
+    completed.Call([] {});
+    std::atomic<bool> started{false}, finish{false};
+    std::atomic<int> parent_inits{0};
+    std::thread initializer([&] {
+      once.Call([&] {
+        parent_inits.fetch_add(1);
+        started.store(true);
+        ASSERT_TRUE(Eventually([&] { return finish.load(); }));
+      });
+    });
+    ASSERT_TRUE(Eventually([&] { return started.load(); }));
+    std::vector<ThreadRef> refs(waiters);
+    std::vector<std::thread> parked;
+    for (int i = 0; i < waiters; ++i) {
+      parked.emplace_back([&, i] {
+        refs[i].Publish();
+        once.Call([&] { parent_inits.fetch_add(1); });
+      });
+    }
+    for (auto& r : refs) ASSERT_TRUE(r.WaitParked());
+    const uint32_t parent_gen = Once::CurrentGeneration();
+    const uint32_t word_at_fork = once.word()->load();
+    EXPECT_EQ(Once::StateOf(word_at_fork),
+              waiters > 0 ? Once::kRunningWithWaiters : Once::kRunning);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // Only async-signal-safe calls and the lot here; results by exit code.
+      alarm(20);
+      if (Once::CurrentGeneration() == parent_gen) _exit(2);
+      int runs = 0;
+      once.Call([&] { ++runs; });
+      once.Call([&] { ++runs; });
+      if (runs != 1) _exit(3);
+      if (!once.done()) _exit(4);
+      bool reran = false;
+      completed.Call([&] { reran = true; });
+      if (reran) _exit(5);
+      _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "child status " << status << " (SIGALRM = hung)";
+    // The parent's Once was not disturbed by the fork.
+    EXPECT_EQ(once.word()->load(), word_at_fork);
+    finish.store(true);
+    initializer.join();
+    for (auto& t : parked) t.join();
+    EXPECT_EQ(parent_inits.load(), 1);
+    EXPECT_TRUE(once.done());
+  }
+}
+
+// Forks in a chain: each child forks again while one of its own threads
+// runs an init; each generation's child runs it again. A running state's
+// generation can never be taken for the current one after a fork.
+TEST(OnceTest, ForkChainsKeepCountingGenerations) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer ends a child of a multi-threaded process "
+                  "that starts a thread (die_after_fork)";
+#endif
+  Watchdog wd(kWatchdogLimit, "OnceTest.ForkChainsKeepCountingGenerations");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(30);
+    // Generations: this child, then 4 more levels below it.
+    for (int level = 0; level < 4; ++level) {
+      static Once once;  // fresh per level: reset below
+      once.word()->store(Once::kNotRun);
+      std::atomic<bool> started{false}, finish{false};
+      pthread_t t;
+      struct Arg {
+        std::atomic<bool>* started;
+        std::atomic<bool>* finish;
+      } arg{&started, &finish};
+      if (pthread_create(
+              &t, nullptr,
+              [](void* p) -> void* {
+                auto* a = static_cast<Arg*>(p);
+                once.Call([a] {
+                  a->started->store(true);
+                  while (!a->finish->load()) usleep(1000);
+                });
+                return nullptr;
+              },
+              &arg) != 0) {
+        _exit(20);
+      }
+      while (!started.load()) usleep(1000);
+      const uint32_t gen = Once::CurrentGeneration();
+      const pid_t child = fork();
+      if (child < 0) _exit(21);
+      if (child > 0) {
+        // This level waits for the rest of the chain, then finishes its
+        // own init and exits with the chain's verdict.
+        int st = 0;
+        if (waitpid(child, &st, 0) != child) _exit(22);
+        finish.store(true);
+        pthread_join(t, nullptr);
+        if (!once.done()) _exit(23);
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 24);
+      }
+      // The next level: the thread running `once` is gone.
+      if (Once::CurrentGeneration() == gen) _exit(25);
+      int runs = 0;
+      once.Call([&] { ++runs; });
+      if (runs != 1) _exit(26);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "status " << status;
 }
 
 // The initializer may still be waking waiters when one of them returns and
