@@ -2,7 +2,10 @@
  * time out and exit (and are replaced, so the lot keeps registering and
  * retiring threads and the table keeps growing); a driver sends signals
  * whose handlers sem_post and raw-futex-wake, cancels threads blocked in
- * sem_wait and pthread_cond_wait, and forks children that use the lot.
+ * sem_wait and pthread_cond_wait, forks children that use the lot, and
+ * releases bursts of new threads into the lot while the address space is
+ * exhausted, so that the growth their registration asks for fails (run with
+ * PARKLOT_STATS=1, chaos_test.sh checks the report counts failures).
  * Self-checking and bounded: every semaphore unit is accounted for (posted
  * = taken + left), the mutex's counter equals the increments made, every
  * child exits 0 in time, and every second each worker slot made progress.
@@ -13,6 +16,8 @@
 #include <linux/futex.h>
 #include <semaphore.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -123,10 +128,72 @@ static void run_child(void) {
   _exit(g_child_count == 3 * 2000 ? 0 : 4);
 }
 
+/* Bursts: threads created beforehand wait on a pipe (not the lot), so
+ * their first lock, and the table growth it asks for, comes only when the
+ * address space is exhausted. */
+enum { kBurst = 48, kMaxMaps = 4096 };
+static int g_gate[2];
+/* All of a burst stay alive until each has registered: an exiting thread
+ * would free its stack (glibc keeps only 40 MiB of them), and with it
+ * room for the table to grow into. */
+static pthread_barrier_t g_burst_all_in;
+static void* burst_thread(void* arg) {
+  (void)arg;
+  char c;
+  while (read(g_gate[0], &c, 1) != 1) {
+  }
+  pthread_mutex_lock(&g_mu);
+  ++g_counter;
+  atomic_fetch_add(&g_increments, 1);
+  pthread_mutex_unlock(&g_mu);
+  if (sem_post(&g_sem) == 0) atomic_fetch_add(&g_posted, 1);
+  pthread_barrier_wait(&g_burst_all_in);
+  return NULL;
+}
+
+static void* g_maps[kMaxMaps];
+static size_t g_map_sizes[kMaxMaps];
+
+/* Caps the address space near its current size and maps away the rest;
+ * then lets the burst in; then gives the memory back. */
+static int burst_under_exhaustion(void) {
+  pthread_t t[kBurst];
+  int n = 0;
+  while (n < kBurst && pthread_create(&t[n], NULL, burst_thread, NULL) == 0) ++n;
+  long pages = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (f == NULL || fscanf(f, "%ld", &pages) != 1) FATAL("statm");
+  fclose(f);
+  struct rlimit old, rl;
+  if (getrlimit(RLIMIT_AS, &old) != 0) FATAL("getrlimit");
+  rl.rlim_cur = (rlim_t)pages * 4096 + (4 << 20);
+  rl.rlim_max = old.rlim_max;
+  if (setrlimit(RLIMIT_AS, &rl) != 0) FATAL("setrlimit: %s", strerror(errno));
+  int maps = 0;
+  for (size_t sz = 1 << 20; sz >= 4096; sz /= 2) {
+    while (maps < kMaxMaps) {
+      void* p = mmap(NULL, sz, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) break;
+      g_maps[maps] = p;
+      g_map_sizes[maps++] = sz;
+    }
+  }
+  pthread_barrier_init(&g_burst_all_in, NULL, (unsigned)n + 1);
+  for (int i = 0; i < n; ++i) CHECK(write(g_gate[1], "x", 1) == 1);
+  pthread_barrier_wait(&g_burst_all_in);
+  for (int i = 0; i < maps; ++i) munmap(g_maps[i], g_map_sizes[i]);
+  if (setrlimit(RLIMIT_AS, &old) != 0) SHIM_FAIL("setrlimit back");
+  for (int i = 0; i < n; ++i) pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&g_burst_all_in);
+  return n;
+}
+
 int main(int argc, char** argv) {
   shim_test_start("chaos", 150);
   const int seconds = argc > 1 ? atoi(argv[1]) : 4;
   sem_init(&g_sem, 0, 0);
+  CHECK(pipe(g_gate) == 0);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
@@ -144,7 +211,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < kVictims; ++i) victims[i] = shim_spawn(victim, (void*)victim_kind++);
 
   uint32_t rng = 777;
-  int forks = 0, lives = kSlots;
+  int forks = 0, lives = kSlots, bursts = 0;
   const int64_t start = shim_now_ns(CLOCK_MONOTONIC);
   int64_t next_check = start + 1000000000;
   while (shim_now_ns(CLOCK_MONOTONIC) < start + (int64_t)seconds * 1000000000) {
@@ -164,7 +231,9 @@ int main(int argc, char** argv) {
       pthread_join(victims[v], NULL);
       atomic_fetch_add(&g_cancels, 1);
       victims[v] = shim_spawn(victim, (void*)victim_kind++);
-    } else if (r < 97) {
+    } else if (r < 96) {
+      if (burst_under_exhaustion() > 0) ++bursts;
+    } else if (r < 98) {
       const pid_t pid = fork();
       if (pid == 0) run_child();
       int status = 0;
@@ -204,7 +273,9 @@ int main(int argc, char** argv) {
   CHECK(g_counter == atomic_load(&g_increments));
   pthread_mutex_unlock(&g_mu);
   CHECK(atomic_load(&g_handled) > 0);
-  printf("chaos: %d lives, %ld handlers, %ld cancels, %d forks, %ld units\n",
-         lives, atomic_load(&g_handled), atomic_load(&g_cancels), forks, posted);
+  CHECK(bursts > 0);
+  printf("chaos: %d lives, %ld handlers, %ld cancels, %d forks, %d bursts, %ld units\n",
+         lives, atomic_load(&g_handled), atomic_load(&g_cancels), forks, bursts,
+         posted);
   return shim_test_finish();
 }
