@@ -14,6 +14,24 @@
 // Objects whose kind glibc alone implements (process-shared, robust,
 // priority-inherit/protect) go to glibc's own functions for their life.
 // Every entry point is thread-safe as its POSIX counterpart is.
+//
+// Signal handlers (DESIGN.md invariant 6). What POSIX makes
+// async-signal-safe stays so under the shim: sem_post (Semaphore::Release,
+// through UnparkUpTo), and, with PARKLOT_SYSCALL_FUTEX=1, what the kernel
+// serves safely in a handler: FUTEX_WAKE and FUTEX_WAKE_BITSET (UnparkUpTo
+// again; the other served operations take bucket locks with callbacks and
+// are not safe in a handler that interrupted the lot). Each may run at any
+// instruction of any parklot path of the interrupted thread, including
+// while it holds the very bucket the wake needs: the wake is then deferred
+// to the end of that thread's lock section. pthread_mutex_*, pthread_cond_*,
+// rwlocks, barriers and once are not async-signal-safe (POSIX), and are
+// not made so: from a handler that interrupted the lot's locked region a
+// contended one may wait for its own thread. Every handler the program
+// installs through sigaction/signal/sysv_signal/sigset runs inside a
+// wrapper (signal_shim.cc) that marks a queued thread away, so that a
+// handler leaving a wait by siglongjmp leaves no record that receives a
+// handoff; the record is removed by the next unpark that meets it, the
+// thread's next lot operation, or its exit.
 #ifndef PARKLOT_PRELOAD_SHIM_H_
 #define PARKLOT_PRELOAD_SHIM_H_
 
