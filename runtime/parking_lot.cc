@@ -397,9 +397,11 @@ size_t UnparkUpTo(uintptr_t key, size_t count, ParkToken token_mask) {
     return 0;
   }
   // Never registers (not async-signal-safe): an unregistered thread pins
-  // the table (ReadSection) and its wakes go uncounted.
+  // the table (ReadSection) and its wakes go uncounted. Leaves the
+  // caller's own record alone: this also runs from a section's end inside
+  // Park, between queueing and sleeping (and an away record of its own,
+  // met below, is evicted like any other).
   ThreadData* self = CurrentThreadDataIfAny();
-  if (self != nullptr) internal::EvictOwnRecord(self);
   BucketTable& table = GlobalTable();
   WakeList wakes;
   size_t n = 0;
