@@ -31,7 +31,7 @@
 // wrapper (signal_shim.cc) that marks a queued thread away, so that a
 // handler leaving a wait by siglongjmp leaves no record that receives a
 // handoff; the record is removed by the next unpark that meets it, the
-// thread's next lot operation, or its exit.
+// thread's next park, or its exit.
 #ifndef PARKLOT_PRELOAD_SHIM_H_
 #define PARKLOT_PRELOAD_SHIM_H_
 

@@ -346,7 +346,6 @@ UnparkResult UnparkOne(uintptr_t key,
                        absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
-  internal::EvictOwnRecord(self);
   BucketTable& table = GlobalTable();
   WakeList wakes;
   UnparkResult result;
@@ -371,7 +370,6 @@ UnparkResult UnparkOne(uintptr_t key,
 
 size_t UnparkAll(uintptr_t key, UnparkToken token) {
   ThreadData* self = CurrentThreadData();
-  internal::EvictOwnRecord(self);
   BucketTable& table = GlobalTable();
   WakeList wakes;
   size_t n = 0;
@@ -427,7 +425,6 @@ UnparkResult UnparkRequeue(
     absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
-  internal::EvictOwnRecord(self);
   BucketTable& table = GlobalTable();
   WakeList wakes;
   UnparkResult result;
@@ -469,7 +466,6 @@ UnparkResult UnparkFilter(
     absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
-  internal::EvictOwnRecord(self);
   BucketTable& table = GlobalTable();
   WakeList wakes;
   UnparkResult result;
@@ -509,7 +505,6 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
                       UnparkToken token) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
-  internal::EvictOwnRecord(self);
   BucketTable& table = GlobalTable();
   WakeList wakes;
   PairResult result;

@@ -27,8 +27,10 @@
 // Leaving a wait without the lot's help (siglongjmp out of a handler): the
 // thread's queue record stays behind, marked by EnterSignalHandler. It is
 // never handed a resource or a notification: an unparker that meets it
-// removes it and wakes the next thread instead. The thread's next Park or
-// unpark, or its exit, removes it if no unparker did.
+// removes it and wakes the next thread instead. The thread's next Park, or
+// its exit, removes it if no unparker did. (Not its next unpark: Park's
+// before_sleep, which runs while the thread is queued, may unpark, as a
+// condvar wait unlocks its mutex there.)
 //
 // Invariant (DESIGN.md 1, no lost wake-up): `validate` runs with the key's
 // bucket locked, and every unpark locks the same bucket, so a waker that
