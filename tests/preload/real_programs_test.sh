@@ -9,7 +9,8 @@ shim="$PWD/preload/libparklot_preload.so"
 [ -f "$shim" ] || { echo "FAIL: shim not found at $shim"; exit 1; }
 # shellcheck source=tests/preload/shim_preload.sh
 source tests/preload/shim_preload.sh || exit 1
-preload=$(shim_preload "$shim") || exit 1
+shim_preload "$shim" || exit 1
+preload=$PRELOAD
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 limit=240
 failures=0

@@ -78,7 +78,8 @@ if [ -n "$jemalloc" ]; then
   if [ "$jemalloc" = first ]; then libs=("$je" "$shim"); else libs=("$shim" "$je"); fi
   extra_env+=(PARKLOT_TEST_EXPECT_JEMALLOC=1)
 fi
-preload=$(shim_preload "${libs[@]}") || { echo "FAIL: cannot preload the shim"; exit 1; }
+shim_preload "${libs[@]}" || { echo "FAIL: cannot preload the shim"; exit 1; }
+preload=$PRELOAD
 
 run "$(basename "$prog") under LD_PRELOAD=$preload${extra_env[*]:+ with ${extra_env[*]}}" \
   LD_PRELOAD="$preload" "${extra_env[@]}" timeout -k 10 "$limit" "$prog" "$@"
