@@ -16,11 +16,16 @@
 #
 # shim_test: a test that preloads the shim into another program, with
 # tests/preload/shim_preload.sh in its data to compose LD_PRELOAD. Tagged
-# no_tsan: TSan's runtime must be part of the main program and see every
-# thread from the start; a TSan-built shim cannot be preloaded into other
-# programs, so --config=tsan does not build or run these tests at all
-# (.bazelrc filters the tag). Extra `tags` add to it (e.g. no_asan, with
-# the reason stated where the test is declared).
+# no_tsan, so --config=tsan does not build or run it at all (.bazelrc
+# filters the tag): a TSan-built shim cannot be preloaded into another
+# program. Even with TSan's runtime preloaded first the process dies at
+# start (TSan initializes on its first intercepted call and installs its
+# signal handlers through sigaction, which the shim wraps: the shim's
+# instrumented code runs before TSan has set up the thread, and faults).
+# And TSan in a program it did not instrument sees only the calls it
+# intercepts: it reports the glibc behaviour these tests check (a normal
+# mutex unlocked by another thread) as errors. Extra `tags` add to no_tsan
+# (e.g. no_asan, with the reason stated where the test is declared).
 
 SHIM_TEST_TAGS = ["no_tsan"]
 
