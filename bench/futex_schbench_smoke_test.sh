@@ -9,8 +9,6 @@ shim="$2"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 out="$tmp/futex_schbench.out"
 fail() { echo "FAIL: $*" >&2; cat "$out" >&2; exit 1; }
-if [ -n "${PARKLOT_SANITIZER:-}" ]; then echo "SKIP under $PARKLOT_SANITIZER"; exit 0; fi
-
 configs=(kernel/default kernel/global kernel/16 kernel/256 kernel/4096 parklot/shim)
 listed="$("$bin" --list_configs)" || fail "--list_configs"
 [[ "$listed" == "$(printf '%s\n' "${configs[@]}")" ]] || fail "configurations differ: $listed"

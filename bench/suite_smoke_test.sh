@@ -23,12 +23,6 @@ out="$tmp/suite.out"
 
 fail() { echo "FAIL: $*" >&2; echo "--- output ---" >&2; cat "$out" >&2; exit 1; }
 
-if [ -n "${PARKLOT_SANITIZER:-}" ]; then
-  # The shim cannot be preloaded into uninstrumented programs under a
-  # sanitizer, and Abseil's uninstrumented Mutex confuses TSan.
-  echo "SKIP under $PARKLOT_SANITIZER"
-  exit 0
-fi
 command -v python3 >/dev/null || { echo "FAIL: python3 missing (tools/setup installs it)" >&2; exit 1; }
 
 timeout 600 "$suite" --tiny --out="$outdir" --futex_hash="$futex_hash" \

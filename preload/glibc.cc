@@ -26,6 +26,11 @@ const Glibc& RealGlibc() {
   if (g_resolved.load(std::memory_order_acquire)) return g_glibc;
   // Idempotent and racing resolvers write the same values.
   Glibc g;
+  Resolve(&g.mutex_init, "pthread_mutex_init", "GLIBC_2.2.5");
+  Resolve(&g.mutex_destroy, "pthread_mutex_destroy", "GLIBC_2.2.5");
+  Resolve(&g.mutex_lock, "pthread_mutex_lock", "GLIBC_2.2.5");
+  Resolve(&g.mutex_trylock, "pthread_mutex_trylock", "GLIBC_2.2.5");
+  Resolve(&g.mutex_unlock, "pthread_mutex_unlock", "GLIBC_2.2.5");
   Resolve(&g.mutex_timedlock, "pthread_mutex_timedlock", "GLIBC_2.2.5");
   Resolve(&g.mutex_clocklock, "pthread_mutex_clocklock", "GLIBC_2.30");
   Resolve(&g.cond_init, "pthread_cond_init", "GLIBC_2.3.2");
@@ -57,3 +62,23 @@ const Glibc& RealGlibc() {
 }
 
 }  // namespace parklot::preload
+
+using parklot::preload::RealGlibc;
+
+extern "C" {
+int __pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* a) {
+  return RealGlibc().mutex_init(m, a);
+}
+int __pthread_mutex_destroy(pthread_mutex_t* m) {
+  return RealGlibc().mutex_destroy(m);
+}
+int __pthread_mutex_lock(pthread_mutex_t* m) {
+  return RealGlibc().mutex_lock(m);
+}
+int __pthread_mutex_trylock(pthread_mutex_t* m) {
+  return RealGlibc().mutex_trylock(m);
+}
+int __pthread_mutex_unlock(pthread_mutex_t* m) {
+  return RealGlibc().mutex_unlock(m);
+}
+}

@@ -188,8 +188,11 @@ int mtx_trylock(mtx_t* mtx) {
 
 int mtx_timedlock(mtx_t* __restrict mtx,
                   const struct timespec* __restrict abstime) {
-  const int rc =
-      pthread_mutex_timedlock(reinterpret_cast<pthread_mutex_t*>(mtx), abstime);
+  // As glibc's: pthread_mutex_timedlock's lock on CLOCK_REALTIME. Not by
+  // calling it: <pthread.h> declares its abstime nonnull, and a null one
+  // must reach Timedlock, which answers it as glibc does.
+  const int rc = Timedlock(reinterpret_cast<pthread_mutex_t*>(mtx),
+                           CLOCK_REALTIME, abstime, __builtin_return_address(0));
   return rc == 0 ? thrd_success : rc == ETIMEDOUT ? thrd_timedout : thrd_error;
 }
 

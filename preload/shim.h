@@ -94,11 +94,15 @@ inline bool CondIsGlibcOwned(const pthread_cond_t* c) {
   return (c->__data.__wrefs & kCondPshared) != 0;
 }
 
-// glibc's implementations, for the objects the shim hands to glibc. The
-// mutex ones are glibc's exported __pthread_mutex_* aliases (no dlsym); the
-// rest are resolved by dlvsym with the version programs bind to, once, in
-// the shim's constructor (or at first need if a call precedes it).
+// glibc's implementations, for the objects the shim hands to glibc,
+// resolved by dlvsym with the version programs bind to, once, in the shim's
+// constructor (or at first need if a call precedes it).
 struct Glibc {
+  int (*mutex_init)(pthread_mutex_t*, const pthread_mutexattr_t*);
+  int (*mutex_destroy)(pthread_mutex_t*);
+  int (*mutex_lock)(pthread_mutex_t*);
+  int (*mutex_trylock)(pthread_mutex_t*);
+  int (*mutex_unlock)(pthread_mutex_t*);
   int (*mutex_timedlock)(pthread_mutex_t*, const struct timespec*);
   int (*mutex_clocklock)(pthread_mutex_t*, clockid_t, const struct timespec*);
   int (*cond_init)(pthread_cond_t*, const pthread_condattr_t*);
@@ -161,7 +165,13 @@ void CountOp(Op op);
 }  // namespace parklot::preload
 
 extern "C" {
-// glibc's own mutex entry points, exported under these aliases.
+// glibc's own mutex functions, through RealGlibc(). The shim defines these
+// (glibc.cc), not exported: a reference to glibc's aliases of the same
+// names would bind to the first library in the search order that defines
+// them, and one preloaded ahead of the shim may. ASan's runtime does (it
+// must come first): its interceptors of __pthread_mutex_lock/unlock call
+// address 0, since glibc exports these aliases only as non-default symbol
+// versions, which its dlsym lookup cannot see.
 int __pthread_mutex_init(pthread_mutex_t*, const pthread_mutexattr_t*);
 int __pthread_mutex_destroy(pthread_mutex_t*);
 int __pthread_mutex_lock(pthread_mutex_t*);

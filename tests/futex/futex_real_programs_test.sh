@@ -10,12 +10,12 @@
 #   them there.
 set -uo pipefail
 
-if [ -n "${PARKLOT_SANITIZER:-}" ]; then
-  echo "SKIP: LD_PRELOAD tests run in the plain build only (this is $PARKLOT_SANITIZER)"
-  exit 0
-fi
 shim="$PWD/preload/libparklot_preload.so"
 [ -f "$shim" ] || { echo "FAIL: shim not found at $shim"; exit 1; }
+# shellcheck source=tests/preload/shim_preload.sh
+source tests/preload/shim_preload.sh || exit 1
+shim_preload "$shim" || exit 1
+preload=$PRELOAD
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 limit=60
 failures=0
@@ -25,7 +25,7 @@ pass() { echo "ok: $*"; }
 under_shim() {  # stats file, then the command
   local stats=$1
   shift
-  timeout "$limit" env LD_PRELOAD="$shim" PARKLOT_SYSCALL_FUTEX=1 PARKLOT_STATS=1 "$@" 2>"$stats"
+  timeout "$limit" env LD_PRELOAD="$preload" PARKLOT_SYSCALL_FUTEX=1 PARKLOT_STATS=1 "$@" 2>"$stats"
 }
 # count STATS "served by parklot"|"passed to the kernel" OP
 count() {

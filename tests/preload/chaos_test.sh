@@ -9,6 +9,9 @@ root="${TEST_SRCDIR:+$TEST_SRCDIR/${TEST_WORKSPACE:-parklot}}"
 root="${root:-$PWD}"
 prog="$root/tests/preload/chaos_prog"
 shim="$root/preload/libparklot_preload.so"
+# shellcheck source=tests/preload/shim_preload.sh
+source "$root/tests/preload/shim_preload.sh" || exit 1
+shim_preload "$shim" || exit 1
 must_fail=0
 if [ "${1:-}" = "--growth-must-fail" ]; then must_fail=1; shift; fi
 
@@ -16,7 +19,7 @@ echo "=== plain glibc"
 timeout 120 env PARKLOT_TEST_GLIBC=1 "$prog" 3 || { echo "FAIL: glibc run"; exit 1; }
 
 echo "=== shim $*"
-out="$(timeout 150 env PARKLOT_STATS=1 "$@" LD_PRELOAD="$shim" "$prog" 4 2>&1)"
+out="$(timeout 150 env PARKLOT_STATS=1 "$@" LD_PRELOAD="$PRELOAD" "$prog" 4 2>&1)"
 rc=$?
 # Forked children print reports of their own; the parent's comes last.
 grep -v '^\(config\|table\|threads\|parks\|unparks\|spins\|handoffs\|served\|most\|  \)' <<<"$out" | tail -20

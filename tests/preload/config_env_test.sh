@@ -15,6 +15,9 @@ root="${root:-$PWD}"
 shim="$root/preload/libparklot_preload.so"
 [ -f "$shim" ] || shim="$PWD/preload/libparklot_preload.so"
 [ -f "$shim" ] || { echo "FAIL: shim not found at $shim"; exit 1; }
+# shellcheck source=tests/preload/shim_preload.sh
+source "$root/tests/preload/shim_preload.sh" || exit 1
+shim_preload "$shim" || exit 1
 prog="$1"
 [ -x "$prog" ] || prog="$root/$prog"
 [ -x "$prog" ] || { echo "FAIL: program $prog not found"; exit 1; }
@@ -28,7 +31,7 @@ fail() { echo "FAIL: $*"; status=1; }
 # (only the program is preloaded: `timeout` and `env` are not). Output in
 # $work/out and $work/err; returns the exit status.
 under_shim() {
-  timeout -k 5 60 env "$@" LD_PRELOAD="$shim" "$prog" ${PROG_ARGS:-} \
+  timeout -k 5 60 env "$@" LD_PRELOAD="$PRELOAD" "$prog" ${PROG_ARGS:-} \
     >"$work/out" 2>"$work/err"
 }
 

@@ -6,8 +6,11 @@
 set -uo pipefail
 root="${TEST_SRCDIR:+$TEST_SRCDIR/${TEST_WORKSPACE:-parklot}}"
 root="${root:-$PWD}"
+# shellcheck source=tests/preload/shim_preload.sh
+source "$root/tests/preload/shim_preload.sh" || exit 1
+shim_preload "$root/preload/libparklot_preload.so" || exit 1
 out="$(timeout 60 env PARKLOT_STATS=1 \
-  LD_PRELOAD="$root/preload/libparklot_preload.so" \
+  LD_PRELOAD="$PRELOAD" \
   "$root/tests/preload/exited_owner_prog" 2>&1)"
 rc=$?
 echo "$out"

@@ -7,6 +7,10 @@ set -uo pipefail
 
 shim="$PWD/preload/libparklot_preload.so"
 [ -f "$shim" ] || { echo "FAIL: shim not found at $shim"; exit 1; }
+# shellcheck source=tests/preload/shim_preload.sh
+source tests/preload/shim_preload.sh || exit 1
+shim_preload "$shim" || exit 1
+preload=$PRELOAD
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 limit=240
 failures=0
@@ -22,7 +26,7 @@ need() {
 # Runs "$@" under the shim with statistics on; output in $work/out, stats
 # in $work/stats. Returns the program's exit status.
 under_shim() {
-  PARKLOT_STATS=1 LD_PRELOAD="$shim" timeout "$limit" "$@" >"$work/out" 2>"$work/stats"
+  PARKLOT_STATS=1 LD_PRELOAD="$preload" timeout "$limit" "$@" >"$work/out" 2>"$work/stats"
 }
 
 # The number of lock operations parklot served, summed over all processes.
@@ -81,8 +85,8 @@ fi
 roundtrip() {  # name compress-cmd decompress-cmd
   local name=$1 comp=$2 decomp=$3
   # shellcheck disable=SC2086
-  if PARKLOT_STATS=1 LD_PRELOAD="$shim" timeout "$limit" $comp <"$data" 2>"$work/stats" >"$work/c" &&
-     LD_PRELOAD="$shim" timeout "$limit" $decomp <"$work/c" >"$work/d" 2>/dev/null &&
+  if PARKLOT_STATS=1 LD_PRELOAD="$preload" timeout "$limit" $comp <"$data" 2>"$work/stats" >"$work/c" &&
+     LD_PRELOAD="$preload" timeout "$limit" $decomp <"$work/c" >"$work/d" 2>/dev/null &&
      cmp -s "$data" "$work/d"; then
     pass "$name round trip"
   else

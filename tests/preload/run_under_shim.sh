@@ -12,7 +12,8 @@
 #     --timeout=SECONDS  limit per run (default 150)
 #
 # The program checks by itself that the shim is loaded and exits non-zero
-# on any failed check; a hang fails through `timeout`.
+# on any failed check; a hang fails through `timeout`. An ASan-built shim
+# (--config=asan) is preloaded after ASan's runtime (shim_preload.sh).
 set -uo pipefail
 
 limit=150
@@ -39,6 +40,10 @@ root="${root:-$PWD}"
 shim="$root/preload/libparklot_preload.so"
 [ -f "$shim" ] || shim="$PWD/preload/libparklot_preload.so"
 [ -f "$shim" ] || { echo "FAIL: shim not found at $shim"; exit 1; }
+helper="$root/tests/preload/shim_preload.sh"
+[ -f "$helper" ] || helper="$(dirname "$0")/shim_preload.sh"
+# shellcheck source=tests/preload/shim_preload.sh
+source "$helper" || { echo "FAIL: $helper not found"; exit 1; }
 prog="$1"
 shift
 [ -x "$prog" ] || prog="$root/$prog"
@@ -66,13 +71,15 @@ if [ "$glibc_too" = 1 ]; then
     PARKLOT_TEST_GLIBC=1 timeout -k 10 "$limit" "$prog" "$@"
 fi
 
-preload="$shim"
+libs=("$shim")
 if [ -n "$jemalloc" ]; then
   je=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
   [ -f "$je" ] || { echo "FAIL: $je not found (tools/setup installs libjemalloc2)"; exit 1; }
-  if [ "$jemalloc" = first ]; then preload="$je:$shim"; else preload="$shim:$je"; fi
+  if [ "$jemalloc" = first ]; then libs=("$je" "$shim"); else libs=("$shim" "$je"); fi
   extra_env+=(PARKLOT_TEST_EXPECT_JEMALLOC=1)
 fi
+shim_preload "${libs[@]}" || { echo "FAIL: cannot preload the shim"; exit 1; }
+preload=$PRELOAD
 
 run "$(basename "$prog") under LD_PRELOAD=$preload${extra_env[*]:+ with ${extra_env[*]}}" \
   LD_PRELOAD="$preload" "${extra_env[@]}" timeout -k 10 "$limit" "$prog" "$@"
