@@ -309,6 +309,9 @@ int cnd_wait(cnd_t* c, mtx_t* m) {
 
 int cnd_timedwait(cnd_t* __restrict c, mtx_t* __restrict m,
                   const struct timespec* __restrict abstime) {
+  // <pthread.h> declares pthread_cond_timedwait's abstime nonnull: a null
+  // one must not reach it (the shim answers EINVAL, see the README).
+  if (IsNull(abstime)) return thrd_error;
   const int rc = pthread_cond_timedwait(
       reinterpret_cast<pthread_cond_t*>(c),
       reinterpret_cast<pthread_mutex_t*>(m), abstime);
