@@ -1,13 +1,13 @@
 /* rwlock, unnamed semaphores, barriers and once under the shim: semantics
  * and error codes as glibc's (the program also runs against plain glibc),
  * plus torture with checksums. */
+#include "tests/preload/shim_test_util.h"  /* first: it defines _GNU_SOURCE */
+
 #include <limits.h>
 #include <semaphore.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <threads.h>
-
-#include "tests/preload/shim_test_util.h"
 
 enum { kThreads = 8, kRounds = 20000 };
 
