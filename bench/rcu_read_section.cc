@@ -1,0 +1,108 @@
+// The read-side cost of the bucket table alone (issue 11): one
+// BucketTable::ReadSection per iteration on a growable table (a liburcu-bp
+// read-side section) vs on an immutable table (kFixed: no section), vs no
+// section at all; and LockBucket + UnlockBucket of one of 1,024 keys, in
+// turn, inside each (futex_hash's per-wait table work without the park).
+// One thread, no contention: the figures are the instructions and cycles
+// the section adds to every Park/Unpark, nothing else.
+//
+//   bazel run //bench:rcu_read_section -- --benchmark_repetitions=7 \
+//       --benchmark_enable_random_interleaving=true
+//   valgrind --tool=callgrind bazel-bin/bench/rcu_read_section \
+//       --benchmark_min_time=0.01    (instructions per ReadSection call)
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "benchmark/benchmark.h"
+#include "hash/bucket_table.h"
+
+namespace parklot {
+namespace {
+
+constexpr size_t kBuckets = 1024;
+constexpr int kKeys = 1024;  // as futex_hash's words per thread
+
+// Both tables have 1,024 buckets; only the growable one opens RCU sections
+// (its cap, the default, is far above its size, so it never freezes).
+BucketTable& Table(bool growable) {
+  static BucketTable* fixed = [] {
+    TableOptions o;
+    o.policy = GrowthPolicy::kFixed;
+    o.buckets = kBuckets;
+    return new BucketTable(o);
+  }();
+  static BucketTable* threads = [] {
+    TableOptions o;
+    o.policy = GrowthPolicy::kThreads;
+    o.buckets = kBuckets;
+    return new BucketTable(o);
+  }();
+  return growable ? *threads : *fixed;
+}
+
+// The keys: addresses of 1,024 words, like one futex_hash thread's.
+const uintptr_t* Keys() {
+  static std::atomic<uint32_t>* words = new std::atomic<uint32_t>[kKeys]();
+  static uintptr_t* keys = [] {
+    auto* k = new uintptr_t[kKeys];
+    for (int i = 0; i < kKeys; ++i) {
+      k[i] = reinterpret_cast<uintptr_t>(&words[i]);
+    }
+    return k;
+  }();
+  return keys;
+}
+
+// Arg 0: 0 = no section, 1 = ReadSection on the immutable table,
+// 2 = ReadSection on the growable table.
+void Setup(benchmark::State& state, BucketTable** table) {
+  BucketTable::RegisterRcuReader();  // as the runtime does per thread
+  *table = &Table(state.range(0) == 2);
+  if (state.range(0) == 2 && (*table)->immutable()) {
+    state.SkipWithError("growable table is immutable");
+  }
+  state.SetLabel(state.range(0) == 0   ? "no section"
+                 : state.range(0) == 1 ? "immutable table"
+                                       : "growable table (RCU)");
+}
+
+void BM_Section(benchmark::State& state) {
+  BucketTable* table;
+  Setup(state, &table);
+  const bool section = state.range(0) != 0;
+  for (auto _ : state) {
+    if (section) {
+      BucketTable::ReadSection rs(*table);
+      benchmark::ClobberMemory();
+    } else {
+      benchmark::ClobberMemory();
+    }
+  }
+}
+BENCHMARK(BM_Section)->Arg(0)->Arg(1)->Arg(2);
+
+// LockBucket + UnlockBucket inside the section. Arg 0 locks the immutable
+// table without a section (what its ReadSection amounts to).
+void BM_SectionLockUnlock(benchmark::State& state) {
+  BucketTable* table;
+  Setup(state, &table);
+  const bool section = state.range(0) != 0;
+  const uintptr_t* keys = Keys();
+  int i = 0;
+  for (auto _ : state) {
+    if (section) {
+      BucketTable::ReadSection rs(*table);
+      BucketTable::UnlockBucket(table->LockBucket(keys[i]));
+    } else {
+      BucketTable::UnlockBucket(table->LockBucket(keys[i]));
+    }
+    i = (i + 1) & (kKeys - 1);
+  }
+}
+BENCHMARK(BM_SectionLockUnlock)->Arg(0)->Arg(1)->Arg(2);
+
+}  // namespace
+}  // namespace parklot
+
+BENCHMARK_MAIN();
