@@ -137,11 +137,6 @@ Waiter* TakeUpTo(Bucket* b, uintptr_t key, bool claim, size_t limit,
       count, wakes);
 }
 
-// Adds `n` to one of the calling thread's counters (relaxed, no RMW).
-void Count(std::atomic<uint64_t>& c, uint64_t n) {
-  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-}
-
 bool Fair(Bucket* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
   const int64_t mean = GetConfig().fair_mean_ns;
   // fair_mean_ns 0 means "always fair" (config.h), the first unpark from a
@@ -173,6 +168,26 @@ bool LeaveQueue(ThreadData* td, BucketTable& table,
   return true;
 }
 
+// Unparks up to `count` threads parked on `key` whose park token matches
+// `token_mask` (TakeUpTo), each with `token`; returns how many. Takes a
+// bucket lock: callers outside a lock section only.
+size_t UnparkMatching(uintptr_t key, size_t count, ParkToken token_mask,
+                      UnparkToken token) {
+  BucketTable& table = GlobalTable();
+  WakeList wakes;
+  size_t n = 0;
+  {
+    BucketTable::ReadSection rs(table);
+    Bucket* b = table.LockBucket(key);
+    ReleaseChain(TakeUpTo(b, key, /*claim=*/true, count, token_mask, &n,
+                          &wakes),
+                 token, &wakes);
+    BucketTable::UnlockBucket(b);
+  }
+  wakes.Flush();
+  return n;
+}
+
 // Wakes every thread parked anywhere (the deferred-unpark overflow: more
 // distinct keys than a thread can hold). Each receives the default token,
 // which every primitive takes as a spurious wake-up. A table growth moves
@@ -189,10 +204,8 @@ void UnparkEveryone() {
         if (b == nullptr) break;
         while (b->head != nullptr) {
           size_t n = 0;
-          ReleaseChain(TakeWaiters(
-                           b, b->head->current_key(), /*claim=*/true,
-                           [](ThreadData*, bool*) { return true; }, &n,
-                           &wakes),
+          ReleaseChain(TakeUpTo(b, b->head->current_key(), /*claim=*/true,
+                                SIZE_MAX, kAnyParkToken, &n, &wakes),
                        kDefaultUnparkToken, &wakes);
         }
         BucketTable::UnlockBucket(b);
@@ -364,34 +377,21 @@ UnparkResult UnparkOne(uintptr_t key,
     BucketTable::UnlockBucket(b);
   }
   wakes.Flush();
-  Count(self->counters.unparks, result.unparked_threads);
+  self->counters.Add(self->counters.unparks, result.unparked_threads);
   return result;
 }
 
 size_t UnparkAll(uintptr_t key, UnparkToken token) {
   ThreadData* self = CurrentThreadData();
-  BucketTable& table = GlobalTable();
-  WakeList wakes;
-  size_t n = 0;
-  {
-    BucketTable::ReadSection rs(table);
-    Bucket* b = table.LockBucket(key);
-    Waiter* chain = TakeWaiters(
-        b, key, /*claim=*/true, [](ThreadData*, bool*) { return true; }, &n,
-        &wakes);
-    ReleaseChain(chain, token, &wakes);
-    BucketTable::UnlockBucket(b);
-  }
-  wakes.Flush();
-  Count(self->counters.unparks, n);
+  const size_t n = UnparkMatching(key, SIZE_MAX, kAnyParkToken, token);
+  self->counters.Add(self->counters.unparks, n);
   return n;
 }
 
 size_t UnparkUpTo(uintptr_t key, size_t count, ParkToken token_mask) {
   if (count == 0 || !internal::LotInitialized()) return 0;
-  ThreadData* td = &internal::t_data;
   if (BucketTable::InLockSection()) {
-    DeferUnpark(td, key, count, token_mask);
+    DeferUnpark(&internal::t_data, key, count, token_mask);
     return 0;
   }
   // Never registers (not async-signal-safe): an unregistered thread pins
@@ -399,20 +399,11 @@ size_t UnparkUpTo(uintptr_t key, size_t count, ParkToken token_mask) {
   // caller's own record alone: this also runs from a section's end inside
   // Park, between queueing and sleeping (and an away record of its own,
   // met below, is evicted like any other).
-  ThreadData* self = CurrentThreadDataIfAny();
-  BucketTable& table = GlobalTable();
-  WakeList wakes;
-  size_t n = 0;
-  {
-    BucketTable::ReadSection rs(table);
-    Bucket* b = table.LockBucket(key);
-    ReleaseChain(
-        TakeUpTo(b, key, /*claim=*/true, count, token_mask, &n, &wakes),
-        kDefaultUnparkToken, &wakes);
-    BucketTable::UnlockBucket(b);
+  const size_t n =
+      UnparkMatching(key, count, token_mask, kDefaultUnparkToken);
+  if (ThreadData* self = CurrentThreadDataIfAny()) {
+    self->counters.Add(self->counters.unparks, n);
   }
-  wakes.Flush();
-  if (self != nullptr) Count(self->counters.unparks, n);
   return n;
 }
 
@@ -457,7 +448,7 @@ UnparkResult UnparkRequeue(
     BucketTable::UnlockBucketPair(pair);
   }
   wakes.Flush();
-  Count(self->counters.unparks, result.unparked_threads);
+  self->counters.Add(self->counters.unparks, result.unparked_threads);
   return result;
 }
 
@@ -496,7 +487,7 @@ UnparkResult UnparkFilter(
     BucketTable::UnlockBucket(b);
   }
   wakes.Flush();
-  Count(self->counters.unparks, result.unparked_threads);
+  self->counters.Add(self->counters.unparks, result.unparked_threads);
   return result;
 }
 
@@ -539,7 +530,7 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
     BucketTable::UnlockBucketPair(pair);
   }
   wakes.Flush();
-  Count(self->counters.unparks, result.unparked_from + result.unparked_to);
+  self->counters.Add(self->counters.unparks, result.unparked_from + result.unparked_to);
   return result;
 }
 

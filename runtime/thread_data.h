@@ -41,8 +41,9 @@ struct ThreadCounters {
   std::atomic<uint64_t> spin_acquired{0};  // spin phases that won
   std::atomic<uint64_t> handoffs{0};       // fair direct handoffs done
 
-  void Bump(std::atomic<uint64_t>& c) {
-    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  void Bump(std::atomic<uint64_t>& c) { Add(c, 1); }
+  void Add(std::atomic<uint64_t>& c, uint64_t n) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
 };
 

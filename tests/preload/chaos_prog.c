@@ -34,16 +34,12 @@ static atomic_uint g_word;             /* raw futex word */
 static atomic_long g_progress[kSlots];
 static atomic_int g_stop;
 
-static long futex(atomic_uint* w, int op, unsigned val, const struct timespec* ts) {
-  return syscall(SYS_futex, w, op, val, ts, NULL, 0);
-}
-
 static void on_signal(int sig) {
   (void)sig;
   const int saved = errno;
   if (sem_post(&g_sem) == 0) atomic_fetch_add(&g_posted, 1);
   atomic_fetch_add(&g_word, 1);
-  futex(&g_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+  shim_futex(&g_word, FUTEX_WAKE_PRIVATE, 1, NULL);
   atomic_fetch_add(&g_handled, 1);
   errno = saved;
 }
@@ -77,7 +73,7 @@ static void* worker(void* arg) {
       }
       case 3: {
         struct timespec rel = {0, (long)(shim_rand(&rng) % 500) * 1000};
-        futex(&g_word, FUTEX_WAIT_PRIVATE, atomic_load(&g_word), &rel);
+        shim_futex(&g_word, FUTEX_WAIT_PRIVATE, atomic_load(&g_word), &rel);
         break;
       }
       default:

@@ -33,16 +33,12 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
 static int g_shared;
 
-static long futex(atomic_uint* word, int op, unsigned val) {
-  return syscall(SYS_futex, word, op, val, NULL, NULL, 0);
-}
-
 static void on_usr1(int sig) {
   (void)sig;
   const int saved = errno;
   if (sem_post(&g_units) == 0) atomic_fetch_add(&g_posts, 1);
   atomic_fetch_add(&g_futex_word, 1);
-  futex(&g_futex_word, FUTEX_WAKE_PRIVATE, 1);
+  shim_futex(&g_futex_word, FUTEX_WAKE_PRIVATE, 1, NULL);
   atomic_fetch_add(&g_handled, 1);
   errno = saved;
 }
@@ -71,7 +67,7 @@ static void* worker(void* arg) {
       default: {
         /* A raw wait whose validation fails: locks the word's bucket. */
         const unsigned v = atomic_load(&g_futex_word);
-        futex(&g_futex_word, FUTEX_WAIT_PRIVATE, v + 1);
+        shim_futex(&g_futex_word, FUTEX_WAIT_PRIVATE, v + 1, NULL);
         break;
       }
     }
@@ -101,7 +97,7 @@ static void* futex_follower(void* arg) {
     const unsigned v = atomic_load(&g_futex_word);
     const unsigned target = atomic_load(&g_target);
     if (target != 0 && v >= target) return NULL;
-    futex(&g_futex_word, FUTEX_WAIT_PRIVATE, v);
+    shim_futex(&g_futex_word, FUTEX_WAIT_PRIVATE, v, NULL);
   }
 }
 
@@ -143,7 +139,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < kWorkers; ++i) pthread_join(workers[i], NULL);
   /* Every handler has returned: the counter is final. */
   atomic_store(&g_target, atomic_load(&g_futex_word));
-  futex(&g_futex_word, FUTEX_WAKE_PRIVATE, 1);
+  shim_futex(&g_futex_word, FUTEX_WAKE_PRIVATE, 1, NULL);
   pthread_join(follower, NULL);
   /* The consumer drains what is left, then stops on an empty semaphore. */
   while (atomic_load(&g_taken) < atomic_load(&g_posts)) shim_sleep_ms(1);

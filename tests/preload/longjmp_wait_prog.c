@@ -37,17 +37,13 @@ static void on_usr1(int sig) {
   siglongjmp(g_jump, 1);
 }
 
-static long futex(atomic_uint* word, int op, unsigned val, const struct timespec* ts) {
-  return syscall(SYS_futex, word, op, val, ts, NULL, 0);
-}
-
 /* Blocks on the object (it is unavailable) until the signal's jump. */
 static void Block(void) {
   switch (g_kind) {
     case kSem: sem_wait(&g_sem); break;
     case kMutex: pthread_mutex_lock(&g_mu); break;
     default:
-      while (atomic_load(&g_word) == 0) futex(&g_word, FUTEX_WAIT_PRIVATE, 0, NULL);
+      while (atomic_load(&g_word) == 0) shim_futex(&g_word, FUTEX_WAIT_PRIVATE, 0, NULL);
   }
 }
 
@@ -66,7 +62,7 @@ static int Acquire(int ms) {
       while (atomic_load(&g_word) == 0) {
         if (shim_now_ns(CLOCK_MONOTONIC) >= end) return ETIMEDOUT;
         struct timespec rel = {0, 5000000};
-        futex(&g_word, FUTEX_WAIT_PRIVATE, 0, &rel);
+        shim_futex(&g_word, FUTEX_WAIT_PRIVATE, 0, &rel);
       }
       return 0;
     }
@@ -80,7 +76,7 @@ static void Release(void) {
     case kMutex: CHECK(pthread_mutex_unlock(&g_mu) == 0); break;
     default:
       atomic_store(&g_word, 1);
-      futex(&g_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+      shim_futex(&g_word, FUTEX_WAKE_PRIVATE, 1, NULL);
   }
 }
 

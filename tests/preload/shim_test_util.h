@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -169,6 +170,14 @@ static inline uint32_t shim_rand(uint32_t* state) {
   x ^= x >> 17;
   x ^= x << 5;
   return *state = x ? x : 0x9E3779B9u;
+}
+
+/* syscall(SYS_futex, ...) with no second word: served by the shim under
+ * PARKLOT_SYSCALL_FUTEX=1, by the kernel otherwise. The result and errno as
+ * syscall() gives them. */
+static inline long shim_futex(void* word, int op, unsigned val,
+                              const struct timespec* timeout) {
+  return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
 }
 
 static inline pthread_t shim_spawn(void* (*fn)(void*), void* arg) {
