@@ -44,7 +44,7 @@ def _static_library_impl(ctx):
         mnemonic = "ParklotArchive",
         progress_message = "Archiving " + out.short_path,
     )
-    return [DefaultInfo(files = depset([out]))]
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
 
 # One static archive with the objects of every library of this workspace
 # that `deps` link (not their system dependencies).
@@ -109,7 +109,7 @@ def _tree_impl(ctx):
         mnemonic = "ParklotTree",
         progress_message = "Assembling the install tree " + out.short_path,
     )
-    return [DefaultInfo(files = depset([out]))]
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
 
 # The install tree, prefix-relative, as a tar: `files` maps a target (one
 # file) to its destination (a ".in" destination is a template), `headers` a
