@@ -16,10 +16,12 @@
 #include <cstdint>
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
 #include "absl/time/time.h"
 #include "runtime/deadline.h"
 #include "runtime/parking_lot.h"
+#include "sync/chrono.h"
 #include "sync/mutex.h"
 
 namespace parklot {
@@ -123,14 +125,42 @@ class CondVar {
   void wait(std::unique_lock<Mutex>& lock, Predicate pred) {
     Wait(*lock.mutex(), pred);
   }
+  // The timed waits, as std::condition_variable's: relative timeouts on
+  // steady_clock; time points on their own clock, a timeout reported only
+  // once that clock reads `t` (sync/chrono.h). no_timeout may be spurious.
   template <class Rep, class Period>
   std::cv_status wait_for(std::unique_lock<Mutex>& lock,
                           const std::chrono::duration<Rep, Period>& d) {
-    return WaitFor(*lock.mutex(),
-                   absl::FromChrono(
-                       std::chrono::duration_cast<std::chrono::nanoseconds>(d)))
+    return WaitUntil(*lock.mutex(), internal::DeadlineAfter(d))
                ? std::cv_status::no_timeout
                : std::cv_status::timeout;
+  }
+  // Waits until `pred()` or the timeout; returns pred() (std's contract).
+  template <class Rep, class Period, typename Predicate>
+  bool wait_for(std::unique_lock<Mutex>& lock,
+                const std::chrono::duration<Rep, Period>& d, Predicate pred) {
+    return wait_until(lock, std::chrono::steady_clock::now() + d,
+                      std::move(pred));
+  }
+  template <class Clock, class Duration>
+  std::cv_status wait_until(std::unique_lock<Mutex>& lock,
+                            const std::chrono::time_point<Clock, Duration>& t) {
+    return internal::UntilClock(t,
+                                [this, &lock](Deadline d) {
+                                  return WaitUntil(*lock.mutex(), d);
+                                })
+               ? std::cv_status::no_timeout
+               : std::cv_status::timeout;
+  }
+  // Waits until `pred()` or `t`; returns pred() (std's contract).
+  template <class Clock, class Duration, typename Predicate>
+  bool wait_until(std::unique_lock<Mutex>& lock,
+                  const std::chrono::time_point<Clock, Duration>& t,
+                  Predicate pred) {
+    while (!pred()) {
+      if (wait_until(lock, t) == std::cv_status::timeout) return pred();
+    }
+    return true;
   }
   void notify_one() { NotifyOne(); }
   void notify_all() { NotifyAll(); }

@@ -21,17 +21,9 @@
 #include "runtime/deadline.h"
 #include "runtime/parking_lot.h"
 #include "runtime/thread_data.h"
+#include "sync/chrono.h"
 
 namespace parklot {
-
-namespace internal {
-// A std::chrono duration as an absl::Duration (for the try_lock_* spellings).
-template <class Rep, class Period>
-absl::Duration FromChronoDuration(const std::chrono::duration<Rep, Period>& d) {
-  return absl::FromChrono(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(d));
-}
-}  // namespace internal
 
 // The lock algorithm, on caller-provided words, so that the same code runs
 // on a parklot::Mutex and in place inside a glibc pthread_mutex_t (the
@@ -168,19 +160,21 @@ class ABSL_LOCKABLE Mutex {
   }
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK();
 
-  // Standard library spellings (Lockable, TimedLockable).
+  // Standard library spellings (Lockable, TimedLockable), timed as
+  // std::timed_mutex's: relative timeouts on steady_clock, time points on
+  // their own clock (sync/chrono.h).
   void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { Lock(); }
   bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return TryLock(); }
   void unlock() ABSL_UNLOCK_FUNCTION() { Unlock(); }
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d)
       ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return LockFor(internal::FromChronoDuration(d));
+    return LockUntil(internal::DeadlineAfter(d));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t)
       ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return try_lock_for(t - Clock::now());
+    return internal::UntilClock(t, [this](Deadline d) { return LockUntil(d); });
   }
 
  private:
@@ -213,19 +207,20 @@ class ABSL_LOCKABLE RecursiveMutex {
   // Lock depth held by the caller (0 if it does not hold it).
   uint32_t depth() const { return HeldByCurrentThread() ? count_ : 0; }
 
-  // Standard library spellings (Lockable, TimedLockable).
+  // Standard library spellings (Lockable, TimedLockable), timed as
+  // std::recursive_timed_mutex's (sync/chrono.h).
   void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { Lock(); }
   bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return TryLock(); }
   void unlock() ABSL_UNLOCK_FUNCTION() { Unlock(); }
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d)
       ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return LockFor(internal::FromChronoDuration(d));
+    return LockUntil(internal::DeadlineAfter(d));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t)
       ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return try_lock_for(t - Clock::now());
+    return internal::UntilClock(t, [this](Deadline d) { return LockUntil(d); });
   }
 
  private:
@@ -256,28 +251,34 @@ class ABSL_LOCKABLE ErrorCheckingMutex {
   int Unlock() ABSL_UNLOCK_FUNCTION();
   bool HeldByCurrentThread() const { return mu_.HeldByCurrentThread(); }
 
-  // Standard library spellings (Lockable, TimedLockable). Misuse throws
-  // std::system_error, as std::mutex may: lock() and the timed forms with
-  // EDEADLK (resource_deadlock_would_occur) if the caller holds it, unlock()
-  // with EPERM (operation_not_permitted) if it does not.
+  // Standard library spellings (Lockable, TimedLockable), timed as
+  // std::timed_mutex's (sync/chrono.h). Misuse throws std::system_error, as
+  // std::mutex may: lock() and the timed forms with EDEADLK
+  // (resource_deadlock_would_occur) if the caller holds it, unlock() with
+  // EPERM (operation_not_permitted) if it does not.
   void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { ThrowIfError(Lock()); }
   bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return TryLock(); }
   void unlock() ABSL_UNLOCK_FUNCTION() { ThrowIfError(Unlock()); }
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d)
       ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    const int e = LockFor(internal::FromChronoDuration(d));
-    if (e == ETIMEDOUT) return false;
-    ThrowIfError(e);
-    return true;
+    return LockOrThrow(internal::DeadlineAfter(d));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t)
       ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return try_lock_for(t - Clock::now());
+    return internal::UntilClock(t,
+                                [this](Deadline d) { return LockOrThrow(d); });
   }
 
  private:
+  // LockUntil for the timed spellings: false on timeout, EDEADLK thrown.
+  bool LockOrThrow(Deadline deadline) ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    const int e = LockUntil(deadline);
+    if (e == ETIMEDOUT) return false;
+    ThrowIfError(e);
+    return true;
+  }
   static void ThrowIfError(int e) {
     if (e != 0) {
       throw std::system_error(e, std::generic_category(),

@@ -18,10 +18,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 #include "absl/time/time.h"
 #include "runtime/deadline.h"
+#include "sync/chrono.h"
 
 namespace parklot {
 
@@ -89,14 +91,21 @@ class Semaphore {
     return static_cast<uint32_t>(word_.load(std::memory_order_relaxed) >> 32);
   }
 
-  // C++20 std::counting_semaphore spellings.
+  // C++20 std::counting_semaphore spellings; the timed ones wait as
+  // libstdc++'s do: relative timeouts on steady_clock, time points on their
+  // own clock (sync/chrono.h).
+  static constexpr ptrdiff_t max() { return kMaxValue; }
   void acquire() { Acquire(); }
   bool try_acquire() { return TryAcquire(); }
   void release(uint32_t n = 1) { Release(n); }
   template <class Rep, class Period>
   bool try_acquire_for(const std::chrono::duration<Rep, Period>& d) {
-    return AcquireFor(absl::FromChrono(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(d)));
+    return AcquireUntil(internal::DeadlineAfter(d));
+  }
+  template <class Clock, class Duration>
+  bool try_acquire_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return internal::UntilClock(
+        t, [this](Deadline d) { return AcquireUntil(d); });
   }
 
   // The state word, for the shim and tests.

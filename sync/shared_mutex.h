@@ -46,6 +46,7 @@
 #include "runtime/deadline.h"
 #include "runtime/parking_lot.h"
 #include "runtime/thread_data.h"
+#include "sync/chrono.h"
 
 namespace parklot {
 
@@ -312,59 +313,33 @@ class ABSL_LOCKABLE SharedMutex {
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d)
       ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return LockUntil(DeadlineAfter(d));
+    return LockUntil(internal::DeadlineAfter(d));
   }
   template <class Rep, class Period>
   bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& d)
       ABSL_SHARED_TRYLOCK_FUNCTION(true) {
-    return LockSharedUntil(DeadlineAfter(d));
+    return LockSharedUntil(internal::DeadlineAfter(d));
   }
   // Absolute timeouts: system_clock maps to CLOCK_REALTIME and steady_clock
   // to CLOCK_MONOTONIC exactly; any other clock is waited on in slices of
   // its own `t - Clock::now()` until it reaches `t`, as [thread.req.timing]
-  // requires.
+  // requires (internal::UntilClock, sync/chrono.h).
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t)
       ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return UntilClock(t, [this](Deadline d) { return LockUntil(d); });
+    return internal::UntilClock(t, [this](Deadline d) { return LockUntil(d); });
   }
   template <class Clock, class Duration>
   bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& t)
       ABSL_SHARED_TRYLOCK_FUNCTION(true) {
-    return UntilClock(t, [this](Deadline d) { return LockSharedUntil(d); });
+    return internal::UntilClock(
+        t, [this](Deadline d) { return LockSharedUntil(d); });
   }
 
   // For the shim and tests: the algorithm's words.
   std::atomic<uint64_t>* word() { return &word_; }
 
  private:
-  template <class Rep, class Period>
-  static Deadline DeadlineAfter(const std::chrono::duration<Rep, Period>& d) {
-    return Deadline::In(absl::FromChrono(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(d)));
-  }
-  template <class Clock, class Duration, class F>
-  static bool UntilClock(const std::chrono::time_point<Clock, Duration>& t,
-                         F attempt) {
-    if constexpr (std::is_same_v<Clock, std::chrono::system_clock>) {
-      return attempt(Deadline::Realtime(absl::FromChrono(
-          std::chrono::time_point_cast<std::chrono::system_clock::duration>(
-              t))));
-    } else if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
-      // libstdc++'s steady_clock reads CLOCK_MONOTONIC, which is
-      // Deadline's monotonic encoding (time since boot from the epoch).
-      return attempt(Deadline::Monotonic(
-          absl::UnixEpoch() +
-          absl::FromChrono(std::chrono::duration_cast<std::chrono::nanoseconds>(
-              t.time_since_epoch()))));
-    } else {
-      for (;;) {
-        if (attempt(DeadlineAfter(t - Clock::now()))) return true;
-        if (Clock::now() >= t) return false;
-      }
-    }
-  }
-
   std::atomic<uint64_t> word_{0};
   std::atomic<int32_t> ema_{0};
   Kind kind_ = Kind::kPreferWriter;
