@@ -294,8 +294,13 @@ void ExpectTimedLockLikeStd(L& mu, bool far_points = true) {
 
 TEST(StdApiTest, TimedLockOnEveryClockLikeStdTimedMutex) {
   testing::Watchdog dog(absl::Seconds(60), "StdApiTest.TimedLock");
-  std::timed_mutex reference;  // the expectations hold for std's own
+#ifndef __SANITIZE_THREAD__
+  // The expectations hold for std's own. Not under TSan: GCC 12's TSan does
+  // not intercept pthread_mutex_clocklock, which std::timed_mutex locks
+  // through, and reports its unlock as of an unlocked mutex.
+  std::timed_mutex reference;
   ExpectTimedLockLikeStd(reference, /*far_points=*/false);
+#endif
   Mutex m;
   ExpectTimedLockLikeStd(m);
   RecursiveMutex r;
