@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <condition_variable>
 #include <mutex>
-#include <utility>
 
 #include "absl/time/time.h"
 #include "runtime/deadline.h"
@@ -139,8 +138,11 @@ class CondVar {
   template <class Rep, class Period, typename Predicate>
   bool wait_for(std::unique_lock<Mutex>& lock,
                 const std::chrono::duration<Rep, Period>& d, Predicate pred) {
-    return wait_until(lock, std::chrono::steady_clock::now() + d,
-                      std::move(pred));
+    const Deadline deadline = internal::DeadlineAfter(d);
+    while (!pred()) {
+      if (!WaitUntil(*lock.mutex(), deadline)) return pred();
+    }
+    return true;
   }
   template <class Clock, class Duration>
   std::cv_status wait_until(std::unique_lock<Mutex>& lock,

@@ -94,6 +94,7 @@ class Semaphore {
   // C++20 std::counting_semaphore spellings; the timed ones wait as
   // libstdc++'s do: relative timeouts on steady_clock, time points on their
   // own clock (sync/chrono.h).
+  // The largest value (kMaxValue), as std::counting_semaphore::max().
   static constexpr ptrdiff_t max() { return kMaxValue; }
   void acquire() { Acquire(); }
   bool try_acquire() { return TryAcquire(); }

@@ -379,6 +379,19 @@ TEST(StdApiTest, CondVarOnEveryClock) {
       [&] { return ready; }));
   l.unlock();
   notifier.join();
+
+  // The longest duration is no deadline either.
+  l.lock();
+  ready = false;
+  std::thread notifier2([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    std::scoped_lock g(m);
+    ready = true;
+    cv.notify_one();
+  });
+  EXPECT_TRUE(cv.wait_for(l, std::chrono::hours::max(), [&] { return ready; }));
+  l.unlock();
+  notifier2.join();
 }
 
 }  // namespace
