@@ -14,7 +14,12 @@
 // (the last one wakes the message thread) and sleeps again
 // (FUTEX_WAIT_PRIVATE). Reported per configuration: requests (worker
 // answers) per second and the wake-up latency p50/p99/p99.9, for
-// (M x W) = 1x4, 2x64, 4x256 by default.
+// (M x W) = 1x4, 2x64, 4x256 by default. With --reps=N every configuration
+// runs N times, interleaved (rep 1 of every configuration, then rep 2, ...),
+// and each row shows medians with the [min - max] of requests/s and p99,
+// followed by the shim's ratios to the best kernel configuration (highest
+// median requests/s). Warm-up (thread start, first waits) is outside every
+// measured window.
 //
 // Every measurement runs in a fresh child (this binary re-executed): the
 // kernel's hash size is per process and fixed once set, and the parklot
@@ -22,6 +27,7 @@
 //
 //   bazel run //bench:futex_schbench -- --quick
 //   bazel run //bench:futex_schbench -- --pairs=2x64 --duration=2s
+//   bazel run //bench:futex_schbench -- --reps=5 --configs=kernel/default,parklot/shim
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -66,6 +72,9 @@ ABSL_FLAG(std::vector<std::string>, pairs, {},
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "Measured time of one run. 0 = 1s, or 250ms with --quick.");
 ABSL_FLAG(bool, quick, false, "Shorter runs.");
+ABSL_FLAG(int, reps, 1,
+          "Interleaved repetitions of every configuration; rows show medians "
+          "and [min - max].");
 ABSL_FLAG(int64_t, work_ns, 2000, "A worker's busy time per request.");
 ABSL_FLAG(std::vector<std::string>, configs, {},
           "Subset of the configurations (see --list_configs). Default: all.");
@@ -398,25 +407,85 @@ int RunParent(const std::string& argv0) {
       "futex_schbench: schbench-style wake-ups on raw syscall(SYS_futex); "
       "%s per run, %dns work per request; latency in microseconds\n",
       absl::FormatDuration(d), work_ns);
+  const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
   int failures = 0;
   for (const auto& [m, w] : pairs) {
     absl::PrintF("\nfutex schbench: %d message threads x %d workers\n", m, w);
-    absl::PrintF("%-16s %14s %10s %10s %10s %9s\n", "config", "requests/s",
-                 "p50 us", "p99 us", "p99.9 us", "vs kernel");
+    absl::PrintF("%-16s %14s %10s %10s %10s %9s%s\n", "config", "requests/s",
+                 "p50 us", "p99 us", "p99.9 us", "vs kernel",
+                 reps > 1 ? absl::StrFormat("   [min - max] of %d reps: "
+                                            "requests/s; p99 us",
+                                            reps)
+                          : "");
+    // runs[c]: the configuration's successful runs, in order.
+    std::vector<std::vector<Row>> runs(configs.size());
+    std::vector<std::string> status(configs.size(), "ok");
+    for (int r = 0; r < reps; ++r) {
+      for (size_t i = 0; i < configs.size(); ++i) {
+        if (status[i] != "ok") continue;
+        const Row row = Measure(argv0, *configs[i], m, w, d, work_ns, shim);
+        if (row.status != "ok") {
+          status[i] = row.status;
+          continue;
+        }
+        runs[i].push_back(row);
+      }
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      const size_t n = v.size();
+      return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    };
     double base = 0;
-    for (const Configuration* c : configs) {
-      const Row r = Measure(argv0, *c, m, w, d, work_ns, shim);
-      if (r.status != "ok") {
-        absl::PrintF("%-16s %s\n", c->name, r.status);
-        if (absl::StartsWith(r.status, "failed")) ++failures;
+    double best_kernel = 0, best_kernel_p99 = 0, shim_rps = 0, shim_p99 = 0;
+    std::string best_name;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const Configuration* c = configs[i];
+      if (status[i] != "ok") {
+        absl::PrintF("%-16s %s\n", c->name, status[i]);
+        if (absl::StartsWith(status[i], "failed")) ++failures;
         continue;
       }
-      if (c->name == "kernel/default") base = r.rps;
-      absl::PrintF("%-16s %14.0f %10s %10s %10s %9s\n", c->name, r.rps,
-                   Us(r.p50), Us(r.p99), Us(r.p999),
-                   base > 0 ? absl::StrFormat("%.2fx", r.rps / base) : "-");
-      fflush(stdout);
+      std::vector<double> rps, p50, p99, p999;
+      for (const Row& row : runs[i]) {
+        rps.push_back(row.rps);
+        p50.push_back(static_cast<double>(row.p50));
+        p99.push_back(static_cast<double>(row.p99));
+        p999.push_back(static_cast<double>(row.p999));
+      }
+      const double mrps = median(rps), mp99 = median(p99);
+      if (c->name == "kernel/default") base = mrps;
+      if (c->slots == kShim) {
+        shim_rps = mrps;
+        shim_p99 = mp99;
+      } else if (mrps > best_kernel) {
+        best_kernel = mrps;
+        best_kernel_p99 = mp99;
+        best_name = c->name;
+      }
+      std::string range;
+      if (reps > 1) {
+        range = absl::StrFormat(
+            "   [%.0f - %.0f]; [%s - %s]",
+            *std::min_element(rps.begin(), rps.end()),
+            *std::max_element(rps.begin(), rps.end()),
+            Us(static_cast<int64_t>(*std::min_element(p99.begin(), p99.end()))),
+            Us(static_cast<int64_t>(*std::max_element(p99.begin(), p99.end()))));
+      }
+      absl::PrintF("%-16s %14.0f %10s %10s %10s %9s%s\n", c->name, mrps,
+                   Us(static_cast<int64_t>(median(p50))),
+                   Us(static_cast<int64_t>(mp99)),
+                   Us(static_cast<int64_t>(median(p999))),
+                   base > 0 ? absl::StrFormat("%.2fx", mrps / base) : "-",
+                   range);
     }
+    if (reps > 1 && best_kernel > 0 && shim_rps > 0 && best_kernel_p99 > 0) {
+      absl::PrintF(
+          "parklot/shim vs the best kernel configuration (%s): requests/s "
+          "%.2fx, p99 %.2fx (medians of %d)\n",
+          best_name, shim_rps / best_kernel, shim_p99 / best_kernel_p99, reps);
+    }
+    fflush(stdout);
   }
   return failures == 0 ? 0 : 1;
 }

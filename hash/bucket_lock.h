@@ -10,6 +10,43 @@
 
 namespace parklot {
 
+// Contention figures of the bucket locks one thread took (PARKLOT_STATS):
+// written only by that thread (relaxed load and store, no read-modify-write,
+// so a signal handler's increment may be lost: statistics only), read by
+// the statistics code. Only slow paths count, except the hold-time sample,
+// which runs only while hold timing is on (BucketLock::EnableHoldTiming).
+struct BucketLockCounters {
+  std::atomic<uint64_t> contended{0};  // acquisitions that found it held
+  std::atomic<uint64_t> spin_won{0};   // ... and got it while spinning
+  std::atomic<uint64_t> slept{0};      // ... and slept in the kernel first
+  std::atomic<uint64_t> sleeps{0};     // FUTEX_WAITs on bucket locks
+  std::atomic<uint64_t> wakes{0};      // FUTEX_WAKEs by unlocks
+  // Hold times, one acquisition in kHoldSampleEvery while timing is on.
+  std::atomic<uint64_t> hold_samples{0};
+  std::atomic<uint64_t> hold_ns{0};  // their sum
+  // Sampled holds of kLongHoldNs or more: far beyond a few queue
+  // operations, so the holder was descheduled (preempted or interrupted)
+  // while holding the lock.
+  std::atomic<uint64_t> long_holds{0};
+
+  static constexpr uint32_t kHoldSampleEvery = 16;
+  static constexpr uint64_t kLongHoldNs = 20000;
+
+  void Bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+};
+
+namespace internal {
+// Where the calling thread's bucket-lock counters go (nullptr: nowhere).
+// Set once per thread by the registry; initial-exec, for signal handlers.
+extern __attribute__((tls_model("initial-exec"))) thread_local
+    BucketLockCounters* t_lock_counters;
+extern std::atomic<bool> g_hold_timing;
+void HoldSampleStart();
+void HoldSampleEnd();
+}  // namespace internal
+
 // A three-state futex lock (Drepper, "Futexes Are Tricky", mutex 2):
 // 0 unlocked, 1 locked, 2 locked with sleepers. Held only for a few queue
 // operations, so it spins briefly before sleeping in the kernel. Sleeping
@@ -25,18 +62,39 @@ class ABSL_LOCKABLE BucketLock {
   // Acquires the lock; never fails.
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
     uint32_t expected = 0;
-    if (word_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
-                                      std::memory_order_relaxed)) {
-      return;
+    if (!word_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
+                                       std::memory_order_relaxed)) {
+      LockSlow();
     }
-    LockSlow();
+    if (__builtin_expect(
+            internal::g_hold_timing.load(std::memory_order_relaxed), 0)) {
+      internal::HoldSampleStart();
+    }
   }
 
   // Releases the lock. The caller must hold it.
   void Unlock() ABSL_UNLOCK_FUNCTION() {
+    if (__builtin_expect(
+            internal::g_hold_timing.load(std::memory_order_relaxed), 0)) {
+      internal::HoldSampleEnd();
+    }
     if (word_.exchange(0, std::memory_order_release) == 2) {
+      if (BucketLockCounters* c = internal::t_lock_counters) c->Bump(c->wakes);
       FutexWakePrivate(&word_, 1);
     }
+  }
+
+  // Makes the calling thread's contention figures count into `counters`
+  // (nullptr: stop counting). Async-signal-safe; per thread.
+  static void CountInto(BucketLockCounters* counters) {
+    internal::t_lock_counters = counters;
+  }
+
+  // Turns on the sampling of hold times for every thread (a clock read at
+  // one acquisition in kHoldSampleEvery, and at its release). Thread-safe;
+  // there is no turning it off.
+  static void EnableHoldTiming() {
+    internal::g_hold_timing.store(true, std::memory_order_relaxed);
   }
 
  private:

@@ -11,10 +11,20 @@ std::string FormatStats(const Stats& s) {
       "parks: %u (timed out %u, refused by validate %u)\n"
       "unparks: %u\n"
       "spins: %u phases, %u acquired while spinning\n"
-      "handoffs: %u\n",
+      "handoffs: %u\n"
+      "bucket locks: %u contended (%u won spinning, %u slept), %u sleeps, "
+      "%u wakes\n"
+      "bucket lock holds: %u sampled, mean %u ns, %u of 20 us or more "
+      "(holder descheduled)\n",
       s.buckets, s.growths, s.growth_failures, s.live_threads,
       s.threads_registered, s.parks, s.timeouts, s.invalid, s.unparks, s.spins,
-      s.spin_acquired, s.handoffs);
+      s.spin_acquired, s.handoffs, s.bucket_lock_contended,
+      s.bucket_lock_spin_won, s.bucket_lock_slept, s.bucket_lock_sleeps,
+      s.bucket_lock_wakes, s.bucket_lock_hold_samples,
+      s.bucket_lock_hold_samples == 0
+          ? 0
+          : s.bucket_lock_hold_ns / s.bucket_lock_hold_samples,
+      s.bucket_lock_long_holds);
 }
 
 }  // namespace parklot

@@ -18,6 +18,19 @@ struct Stats {
   uint64_t spins = 0;
   uint64_t spin_acquired = 0;
   uint64_t handoffs = 0;
+  // Bucket locks (hash/bucket_lock.h, BucketLockCounters): acquisitions
+  // that found the lock held, won it spinning, slept first; FUTEX_WAITs
+  // and FUTEX_WAKEs on bucket locks; with PARKLOT_STATS, sampled hold
+  // times (count, sum in ns) and sampled holds of 20 us or more (the
+  // holder was descheduled while holding).
+  uint64_t bucket_lock_contended = 0;
+  uint64_t bucket_lock_spin_won = 0;
+  uint64_t bucket_lock_slept = 0;
+  uint64_t bucket_lock_sleeps = 0;
+  uint64_t bucket_lock_wakes = 0;
+  uint64_t bucket_lock_hold_samples = 0;
+  uint64_t bucket_lock_hold_ns = 0;
+  uint64_t bucket_lock_long_holds = 0;
   uint64_t growths = 0;
   // Table allocations that failed (memory short): growths that did not
   // happen, and an initial table smaller than configured. The table in

@@ -93,6 +93,7 @@ void InitOnce() {
                    rc);
     }
     new (g_table_storage) BucketTable(GetConfig().table);
+    if (GetConfig().stats) BucketLock::EnableHoldTiming();
     internal::InstallDeferredUnparkRunner();
     g_init.store(2, std::memory_order_release);
     return;
@@ -108,6 +109,15 @@ void AddCounters(Stats* s, const ThreadCounters& c) {
   s->spins += c.spins.load(std::memory_order_relaxed);
   s->spin_acquired += c.spin_acquired.load(std::memory_order_relaxed);
   s->handoffs += c.handoffs.load(std::memory_order_relaxed);
+  const BucketLockCounters& b = c.bucket_lock;
+  s->bucket_lock_contended += b.contended.load(std::memory_order_relaxed);
+  s->bucket_lock_spin_won += b.spin_won.load(std::memory_order_relaxed);
+  s->bucket_lock_slept += b.slept.load(std::memory_order_relaxed);
+  s->bucket_lock_sleeps += b.sleeps.load(std::memory_order_relaxed);
+  s->bucket_lock_wakes += b.wakes.load(std::memory_order_relaxed);
+  s->bucket_lock_hold_samples += b.hold_samples.load(std::memory_order_relaxed);
+  s->bucket_lock_hold_ns += b.hold_ns.load(std::memory_order_relaxed);
+  s->bucket_lock_long_holds += b.long_holds.load(std::memory_order_relaxed);
 }
 
 // Held around a thread's registration with liburcu-bp, and by fork():
@@ -264,6 +274,7 @@ ThreadData* internal::RegisterCurrentThread() {
     ABSL_RAW_LOG(FATAL, "parklot: more than %u live threads", kMaxSlots - 1);
   }
   td->index = index;
+  BucketLock::CountInto(&td->counters.bucket_lock);
   g_by_slot[index].store(td, std::memory_order_relaxed);
   // Under the lock: a load-compare-store outside it could let a smaller
   // index overwrite a larger one, hiding a live thread from GetStats.

@@ -40,6 +40,7 @@ struct ThreadCounters {
   std::atomic<uint64_t> spins{0};    // spin phases entered
   std::atomic<uint64_t> spin_acquired{0};  // spin phases that won
   std::atomic<uint64_t> handoffs{0};       // fair direct handoffs done
+  BucketLockCounters bucket_lock;          // hash/bucket_lock.h
 
   void Bump(std::atomic<uint64_t>& c) { Add(c, 1); }
   void Add(std::atomic<uint64_t>& c, uint64_t n) {
