@@ -32,21 +32,15 @@ void MutexCore::TakeHandoff(std::atomic<uint32_t>* word) {
 
 bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
                          const Deadline& deadline) {
-  ThreadData* td = CurrentThreadData();
-  const uint32_t me = OwnerWord(td->slot);
-  int round = 0;
-  int budget = -1;  // computed at the first spin
-  bool parked = false;
+  const uint32_t me = OwnerWord(CurrentSlot());
+  SpinWait spin(ema);
   for (;;) {
     uint32_t w = word->load(std::memory_order_relaxed);
     if (!(w & kLocked)) {
       if (word->compare_exchange_weak(w, (w & kParked) | me,
                                       std::memory_order_acquire,
                                       std::memory_order_relaxed)) {
-        if (!parked && round > 0 && round <= budget) {
-          UpdateSpinEma(ema, round);
-          td->counters.Bump(td->counters.spin_acquired);
-        }
+        spin.Acquired();
         return true;
       }
       continue;
@@ -54,20 +48,7 @@ bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
     // Spin only while nobody is parked (parked waiters mean the lock was
     // held longer than a spin before) and the spin policy says it can pay.
     if (!(w & kParked)) {
-      if (budget < 0) {
-        budget = SpinBudgetFor(OwnerOf(w),
-                               ema->load(std::memory_order_relaxed));
-        if (budget > 0) td->counters.Bump(td->counters.spins);
-      }
-      if (round < budget) {
-        SpinRound(round++);
-        continue;
-      }
-      if (round > 0 && round == budget) {
-        // The spin did not pay: holds are outgrowing the budget.
-        UpdateSpinEma(ema, kMaxSpinRounds + 1);
-        ++round;
-      }
+      if (spin.Spin(OwnerOf(w))) continue;
       if (!word->compare_exchange_weak(w, w | kParked,
                                        std::memory_order_relaxed,
                                        std::memory_order_relaxed)) {
@@ -99,8 +80,7 @@ bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
     }
     // Woken for barging, or the word changed before we slept: compete
     // again (without spinning: we already know the lock is contended).
-    budget = 0;
-    parked = true;
+    spin.Parked();
   }
 }
 

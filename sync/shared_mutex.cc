@@ -36,41 +36,10 @@ uintptr_t DrainKeyOf(const std::atomic<uint64_t>* word) {
   return reinterpret_cast<uintptr_t>(word) + 1;
 }
 
-void CountSpin(bool acquired) {
-  if (ThreadData* td = CurrentThreadDataIfAny()) {
-    td->counters.Bump(td->counters.spins);
-    if (acquired) td->counters.Bump(td->counters.spin_acquired);
-  }
-}
-
 void CountHandoff() {
   if (ThreadData* td = CurrentThreadDataIfAny()) {
     td->counters.Bump(td->counters.handoffs);
   }
-}
-
-// Spins while `blocked(word)` holds and spinning can pay (owner-aware,
-// adaptive budget). Returns true if the word became unblocked.
-template <typename Blocked>
-bool SpinWhile(std::atomic<uint64_t>* word, std::atomic<int32_t>* ema,
-               Blocked blocked) {
-  const int budget = SpinBudget(ema->load(std::memory_order_relaxed));
-  if (budget <= 0) return false;
-  for (int round = 0; round < budget; ++round) {
-    const uint64_t w = word->load(std::memory_order_relaxed);
-    if (!blocked(w)) {
-      UpdateSpinEma(ema, round);
-      CountSpin(true);
-      return true;
-    }
-    // The writer in the way is parked or the CPUs are oversubscribed:
-    // spinning cannot pay.
-    if (!ShouldSpin(Core::OwnerOf(w))) return false;
-    SpinRound(round);
-  }
-  UpdateSpinEma(ema, budget + 1);
-  CountSpin(false);
-  return false;
 }
 
 // A thread that times out of a park on the acquire key clears the parked
@@ -143,7 +112,7 @@ int SharedMutexCore::LockSlow(std::atomic<uint64_t>* word,
     return (w & kWriter) ||
            (kind == Kind::kPreferReader && ReadersOf(w) != 0);
   };
-  bool spun = false;
+  SpinWait spin(ema);
   for (;;) {
     uint64_t w = word->load(std::memory_order_relaxed);
     if (!blocked(w)) {
@@ -151,15 +120,14 @@ int SharedMutexCore::LockSlow(std::atomic<uint64_t>* word,
       // writer and wait for the readers inside to leave.
       if (word->compare_exchange_weak(w, w | me, std::memory_order_acquire,
                                       std::memory_order_relaxed)) {
+        spin.Acquired();
         if (ReadersOf(w) == 0) return 0;
         return WaitForReaders(word, ema, self, deadline);
       }
       continue;
     }
-    if (!spun) {
-      spun = true;
-      if (SpinWhile(word, ema, blocked)) continue;
-    }
+    // The writer in the way (if any) is the owner whose state decides.
+    if (spin.Spin(OwnerOf(w))) continue;
     const ParkResult r = MarkParkedAndPark(word, w, blocked,
                                            MakeParkToken(true, self), deadline);
     if (r.unparked() && r.token == kTokenExclusive) {
@@ -178,6 +146,7 @@ int SharedMutexCore::LockSlow(std::atomic<uint64_t>* word,
       }
       return ETIMEDOUT;
     }
+    spin.Parked();
   }
 }
 
@@ -189,15 +158,15 @@ int SharedMutexCore::WaitForReaders(std::atomic<uint64_t>* word,
                                     std::atomic<int32_t>* ema, uint32_t self,
                                     const Deadline& deadline) {
   const uint64_t me = OwnerBits(self);
-  auto readers_inside = [](uint64_t w) { return ReadersOf(w) != 0; };
-  bool spun = false;
+  SpinWait spin(ema);
   for (;;) {
     uint64_t w = word->load(std::memory_order_acquire);
-    if (ReadersOf(w) == 0) break;
-    if (!spun) {
-      spun = true;
-      if (SpinWhile(word, ema, readers_inside)) continue;
+    if (ReadersOf(w) == 0) {
+      spin.Acquired();
+      break;
     }
+    // No owner to watch: readers are not recorded.
+    if (spin.Spin(kNoSlot)) continue;
     // Only the pending writer sets or clears kWriterParked.
     if (!(w & kWriterParked)) {
       word->fetch_or(kWriterParked, std::memory_order_relaxed);
@@ -228,6 +197,7 @@ int SharedMutexCore::WaitForReaders(std::atomic<uint64_t>* word,
       }
     }
     // Woken (the last reader left) or invalid: re-check.
+    spin.Parked();
   }
   word->fetch_and(~kWriterParked, std::memory_order_acquire);
   return 0;
@@ -238,7 +208,7 @@ int SharedMutexCore::LockSharedSlow(std::atomic<uint64_t>* word,
                                     const Deadline& deadline) {
   const uint32_t self = CurrentSlot();
   auto blocked = [](uint64_t w) { return (w & kWriter) != 0; };
-  bool spun = false;
+  SpinWait spin(ema);
   for (;;) {
     uint64_t w = word->load(std::memory_order_relaxed);
     if (!blocked(w)) {
@@ -246,14 +216,12 @@ int SharedMutexCore::LockSharedSlow(std::atomic<uint64_t>* word,
       if (word->compare_exchange_weak(w, w + kOneReader,
                                       std::memory_order_acquire,
                                       std::memory_order_relaxed)) {
+        spin.Acquired();
         return 0;
       }
       continue;
     }
-    if (!spun) {
-      spun = true;
-      if (SpinWhile(word, ema, blocked)) continue;
-    }
+    if (spin.Spin(OwnerOf(w))) continue;
     const ParkResult r = MarkParkedAndPark(word, w, blocked,
                                            MakeParkToken(false, self), deadline);
     if (r.unparked() && r.token == kTokenShared) {
@@ -271,6 +239,7 @@ int SharedMutexCore::LockSharedSlow(std::atomic<uint64_t>* word,
       }
       return ETIMEDOUT;
     }
+    spin.Parked();
   }
 }
 
