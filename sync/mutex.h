@@ -4,8 +4,9 @@
 // design): unlock releases the lock for whoever grabs it first, except when
 // the bucket's fairness timer (mean PARKLOT_FAIR_NS, 0.5 ms) has fired, when
 // it hands the lock directly to the thread it wakes, so no waiter starves.
-// Waiters spin only while the owner runs and the process has CPUs to spare
-// (runtime/spin.h), otherwise they park on the lock's address.
+// Waiters spin only while the owner runs (runtime/spin.h's SpinWait; a
+// short probe when runnable threads outnumber CPUs), then park on the
+// lock's address.
 #ifndef PARKLOT_SYNC_MUTEX_H_
 #define PARKLOT_SYNC_MUTEX_H_
 

@@ -27,9 +27,10 @@
 // Writers barge (whoever comes first after an unlock gets the lock), with
 // eventual fairness: when the bucket's fairness timer has fired (mean
 // PARKLOT_FAIR_NS, 0.5 ms) an unlock hands the lock directly to the parked
-// writer it wakes. Waiters spin only while that can pay (runtime/spin.h:
-// the exclusive owner is running, there are CPUs to spare, recent waits fit
-// the budget), then park on the word's address (readers and writers waiting
+// writer it wakes. Waiters spin only while that can pay (runtime/spin.h's
+// SpinWait: not on a parked exclusive owner, only a short probe when
+// runnable threads outnumber CPUs, as long as recent waits needed), then
+// park on the word's address (readers and writers waiting
 // for the lock) or on address + 1 (a pending writer waiting for the readers
 // inside to leave).
 #ifndef PARKLOT_SYNC_SHARED_MUTEX_H_
