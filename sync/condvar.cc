@@ -156,7 +156,7 @@ bool CondVarCore::NotifyOne(std::atomic<uintptr_t>* cv) {
           }
           // Waking a thread only for it to block on a held mutex is a
           // wasted context switch: let the mutex's unlock wake it.
-          return MutexCore::MarkParkedIfLocked(MutexWordAt(s))
+          return MutexCore::MarkWaitersParkedIfLocked(MutexWordAt(s))
                      ? RequeueOp::kRequeueOne
                      : RequeueOp::kUnparkOne;
         },
@@ -194,7 +194,7 @@ size_t CondVarCore::NotifyAll(std::atomic<uintptr_t>* cv) {
           }
           // Every waiter leaves the condvar's queue.
           cv->store(kNoWaiters, std::memory_order_relaxed);
-          return MutexCore::MarkParkedIfLocked(MutexWordAt(s))
+          return MutexCore::MarkWaitersParkedIfLocked(MutexWordAt(s))
                      ? RequeueOp::kRequeueAll
                      : RequeueOp::kUnparkOneRequeueRest;
         },
@@ -203,7 +203,7 @@ size_t CondVarCore::NotifyAll(std::atomic<uintptr_t>* cv) {
           // that will see this bit and wake the next requeued thread.
           if (op == RequeueOp::kUnparkOneRequeueRest &&
               r.requeued_threads != 0) {
-            MutexCore::MarkParked(MutexWordAt(s));
+            MutexCore::MarkWaitersParked(MutexWordAt(s));
           }
           return kNotifiedToken;
         });

@@ -46,7 +46,9 @@ void CountHandoff() {
 // bit if it was the last one there (under the bucket lock, so no parker can
 // be missed: parkers set the bit and validate it under the same lock).
 void ClearParkedIfLast(std::atomic<uint64_t>* word, bool was_last) {
-  if (was_last) word->fetch_and(~Core::kParked, std::memory_order_relaxed);
+  if (was_last) {
+    word->fetch_and(~Core::kWaitersParked, std::memory_order_relaxed);
+  }
 }
 
 // Sets the parked bit (unless the word moved on since `w` was read) and
@@ -56,8 +58,8 @@ template <typename Blocked>
 ParkResult MarkParkedAndPark(std::atomic<uint64_t>* word, uint64_t w,
                              Blocked blocked, ParkToken token,
                              const Deadline& deadline) {
-  if (!(w & Core::kParked) &&
-      !word->compare_exchange_weak(w, w | Core::kParked,
+  if (!(w & Core::kWaitersParked) &&
+      !word->compare_exchange_weak(w, w | Core::kWaitersParked,
                                    std::memory_order_relaxed,
                                    std::memory_order_relaxed)) {
     return {ParkResult::kInvalid, 0};
@@ -66,7 +68,7 @@ ParkResult MarkParkedAndPark(std::atomic<uint64_t>* word, uint64_t w,
       KeyOf(word),
       [&] {
         const uint64_t v = word->load(std::memory_order_relaxed);
-        return blocked(v) && (v & Core::kParked);
+        return blocked(v) && (v & Core::kWaitersParked);
       },
       [] {},
       [word](uintptr_t, bool was_last) { ClearParkedIfLast(word, was_last); },
@@ -183,7 +185,7 @@ int SharedMutexCore::WaitForReaders(std::atomic<uint64_t>* word,
       for (;;) {
         // The readers may have left meanwhile; then the lock is ours.
         if (ReadersOf(w) == 0) return 0;
-        if (w & kParked) {
+        if (w & kWaitersParked) {
           // Readers (or writers) queued behind our claim: release it and
           // wake them.
           if (ReleaseAndWake(word, me)) return ETIMEDOUT;
@@ -247,7 +249,7 @@ void SharedMutexCore::UnlockSlow(std::atomic<uint64_t>* word) {
   const uint64_t me = OwnerBits(CurrentSlot());
   for (;;) {
     uint64_t w = word->load(std::memory_order_relaxed);
-    if (!(w & kParked)) {
+    if (!(w & kWaitersParked)) {
       // Nobody parked (a spurious CAS failure, or the bit was cleared by a
       // timed-out waiter): plain release.
       if (word->compare_exchange_weak(w, w - me, std::memory_order_release,
@@ -268,7 +270,7 @@ void SharedMutexCore::UnlockSharedSlow(std::atomic<uint64_t>* word) {
       if (UnlockSharedToPendingWriter(word)) return;
       continue;
     }
-    if (ReadersOf(w) == 1 && (w & kParked) && !(w & kWriter)) {
+    if (ReadersOf(w) == 1 && (w & kWaitersParked) && !(w & kWriter)) {
       // The lock becomes free with threads parked for it (writers of a
       // kPreferReader lock, or writers left behind a reader handoff).
       if (ReleaseAndWake(word, kOneReader)) return;
@@ -331,8 +333,8 @@ bool SharedMutexCore::ReleaseAndWake(std::atomic<uint64_t>* word,
               token = kTokenExclusive;
             }
           }
-          next = result.have_more_threads ? (next | kParked)
-                                          : (next & ~kParked);
+          next = result.have_more_threads ? (next | kWaitersParked)
+                                          : (next & ~kWaitersParked);
           if (word->compare_exchange_weak(w, next, std::memory_order_release,
                                           std::memory_order_relaxed)) {
             released = true;
@@ -373,7 +375,7 @@ bool SharedMutexCore::UnlockSharedToPendingWriter(
             // lock from here on.
             next &= ~kWriterParked;
           } else if (ReadersOf(next) == 0 && !(next & kWriter) &&
-                     (next & kParked)) {
+                     (next & kWaitersParked)) {
             return kTokenRetry;
           }
           if (word->compare_exchange_weak(w, next, std::memory_order_release,

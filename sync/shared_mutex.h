@@ -75,7 +75,11 @@ class SharedMutexCore {
   };
 
   static constexpr uint64_t kWriter = 1;
-  static constexpr uint64_t kParked = 2;
+  // Readers or writers may be parked on the word's address (waiting to
+  // acquire): an unlock must unpark.
+  static constexpr uint64_t kWaitersParked = 2;
+  // The pending writer is parked on address + 1, waiting for the readers
+  // inside to leave: the last reader out must unpark it.
   static constexpr uint64_t kWriterParked = 4;
   static constexpr int kOwnerShift = 8;
   static constexpr uint64_t kOwnerMask = uint64_t{0xffffff} << kOwnerShift;
@@ -157,7 +161,7 @@ class SharedMutexCore {
   static void UnlockShared(std::atomic<uint64_t>* word) {
     uint64_t w = word->load(std::memory_order_relaxed);
     if (__builtin_expect(ReadersOf(w) > 1 ||
-                             (w & (kParked | kWriterParked)) == 0,
+                             (w & (kWaitersParked | kWriterParked)) == 0,
                          1) &&
         word->compare_exchange_strong(w, w - kOneReader,
                                       std::memory_order_release,
