@@ -201,7 +201,9 @@ int Main(const char* argv0) {
   report.Print(
       "\nRatios divide each implementation's median by glibc's in the same "
       "cell (for times, lower is better; for rates, higher).\n");
-  for (Scenario* s : scenarios) s->PrintTables(context);
+  for (const Scenario* s : scenarios) {
+    for (const Table& t : s->Tables(plan)) PrintTable(report, results, t);
+  }
   for (Scenario* s : scenarios) {
     if (Wanted(s->number())) s->RunAfterTables(context);
   }

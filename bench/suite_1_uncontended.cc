@@ -118,13 +118,15 @@ class Uncontended : public Scenario {
     RunCases("1/7 uncontended", cases, plan.reps, c.results);
   }
 
-  void PrintTables(Context& c) const override {
-    PrintTable(c.report, c.results, "uncontended",
-               "1. uncontended, one thread: CPU time per operation (the cost; "
-               "wall time per operation also counts preemptions by other "
-               "processes)",
-               {{"cpu_ns_per_op", "cpu/op", Column::kTime, true, true},
-                {"ns_per_op", "wall/op", Column::kTime, false, true}});
+  std::vector<Table> Tables(const Plan& plan) const override {
+    (void)plan;
+    return {
+        {"uncontended",
+         "1. uncontended, one thread: CPU time per operation (the cost; "
+         "wall time per operation also counts preemptions by other "
+         "processes)",
+         {{"cpu_ns_per_op", "cpu/op", Column::kTime, true, true},
+          {"ns_per_op", "wall/op", Column::kTime, false, true}}}};
   }
 
   void Targets(const Results& r, std::vector<Verdict>* v) const override {

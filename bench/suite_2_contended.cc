@@ -106,17 +106,19 @@ class Contended : public Scenario {
     RunCases("2/7 contended", cases, plan.reps, c.results);
   }
 
-  void PrintTables(Context& c) const override {
+  std::vector<Table> Tables(const Plan& plan) const override {
+    (void)plan;
     using C = Column;
-    PrintTable(c.report, c.results, "contended",
-               "2. contended throughput: T threads, cs/out = work units "
-               "(~1ns) inside/outside the lock",
-               {{"ops_per_s", "ops/s", C::kRate, true, true},
-                {"cpu_ns_per_op", "cpu/op", C::kTime, false, true},
-                {"vcsw_per_op", "vcsw/op", C::kCount, false, false},
-                {"ivcsw_per_op", "ivcsw/op", C::kCount, false, false},
-                {"min_max", "thr min/max", C::kFixed, false, false},
-                {"cv", "thr cv", C::kFixed, false, false}});
+    return {
+        {"contended",
+         "2. contended throughput: T threads, cs/out = work units "
+         "(~1ns) inside/outside the lock",
+         {{"ops_per_s", "ops/s", C::kRate, true, true},
+          {"cpu_ns_per_op", "cpu/op", C::kTime, false, true},
+          {"vcsw_per_op", "vcsw/op", C::kCount, false, false},
+          {"ivcsw_per_op", "ivcsw/op", C::kCount, false, false},
+          {"min_max", "thr min/max", C::kFixed, false, false},
+          {"cv", "thr cv", C::kFixed, false, false}}}};
   }
 
   void Targets(const Results& r, std::vector<Verdict>* v) const override {

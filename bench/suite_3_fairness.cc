@@ -145,32 +145,32 @@ class Fairness : public Scenario {
     RunCases("3/7 fairness", cases, plan.reps, c.results);
   }
 
-  void PrintTables(Context& c) const override {
+  std::vector<Table> Tables(const Plan& plan) const override {
     using C = Column;
-    PrintTable(c.report, c.results, "fairness",
-               "3. fairness and long critical sections: one lock, "
-               "acquire-wait percentiles",
-               {{"wait_p50_ns", "wait p50", C::kTime, false, true},
-                {"wait_p99_ns", "wait p99", C::kTime, true, true},
-                {"wait_max_ns", "wait max", C::kTime, false, false},
-                {"ops_per_s", "ops/s", C::kRate, false, true},
-                {"min_max", "thr min/max", C::kFixed, false, false},
-                {"jain", "jain", C::kFixed, false, false},
-                {"cpu_ns_per_op", "cpu/op", C::kTime, false, false}});
-    if (c.results.Of("fairness").empty()) return;
-    c.report.Print(
-        "note: percentiles are over acquisitions. A barging lock lets the "
-        "releasing thread re-acquire at once, so its many quick "
-        "re-acquisitions fill the percentiles while the other threads' long "
-        "waits show only in 'wait max' and 'thr min/max'; a lock that hands "
-        "off (parklot when its fairness timer fires) spreads the waiting "
-        "over all acquisitions.\n");
-    c.report.Print(
-        "note: with many more threads than CPUs (here %d), a window of %s is "
-        "shorter than the scheduler's round over all runnable threads: "
-        "threads that never got a CPU show as starved (thr min/max 0) under "
-        "every implementation; --window_scale=8 measures that better.\n",
-        Cpus().size(), absl::FormatDuration(ParamsFor(c.plan).window));
+    return {
+        {"fairness",
+         "3. fairness and long critical sections: one lock, "
+         "acquire-wait percentiles",
+         {{"wait_p50_ns", "wait p50", C::kTime, false, true},
+          {"wait_p99_ns", "wait p99", C::kTime, true, true},
+          {"wait_max_ns", "wait max", C::kTime, false, false},
+          {"ops_per_s", "ops/s", C::kRate, false, true},
+          {"min_max", "thr min/max", C::kFixed, false, false},
+          {"jain", "jain", C::kFixed, false, false},
+          {"cpu_ns_per_op", "cpu/op", C::kTime, false, false}},
+         {"percentiles are over acquisitions. A barging lock lets the "
+          "releasing thread re-acquire at once, so its many quick "
+          "re-acquisitions fill the percentiles while the other threads' "
+          "long waits show only in 'wait max' and 'thr min/max'; a lock that "
+          "hands off (parklot when its fairness timer fires) spreads the "
+          "waiting over all acquisitions.",
+          absl::StrFormat(
+              "with many more threads than CPUs (here %d), a window of %s is "
+              "shorter than the scheduler's round over all runnable threads: "
+              "threads that never got a CPU show as starved (thr min/max 0) "
+              "under every implementation; --window_scale=8 measures that "
+              "better.",
+              Cpus().size(), absl::FormatDuration(ParamsFor(plan).window))}}};
   }
 
   void Targets(const Results& r, std::vector<Verdict>* v) const override {

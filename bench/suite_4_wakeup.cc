@@ -201,18 +201,20 @@ class Wakeup : public Scenario {
     RunCases("4/7 wake-up latency", cases, plan.reps, c.results);
   }
 
-  void PrintTables(Context& c) const override {
+  std::vector<Table> Tables(const Plan& plan) const override {
+    (void)plan;
     using C = Column;
-    PrintTable(c.report, c.results, "wakeup",
-               "4. wake-up latency, schbench style: a waker stamps and wakes "
-               "each worker in turn (glibc/absl/parklot = condvars; park = "
-               "parklot Park/UnparkOne; futex = raw FUTEX_WAKE)",
-               {{"wake_p50_ns", "p50", C::kTime, false, true},
-                {"wake_p99_ns", "p99", C::kTime, true, true},
-                {"wake_p999_ns", "p99.9", C::kTime, false, true},
-                {"ops_per_s", "wakeups/s", C::kRate, false, false},
-                {"cpu_ns_per_op", "cpu/wakeup", C::kTime, false, false},
-                {"vcsw_per_op", "vcsw/wakeup", C::kCount, false, false}});
+    return {
+        {"wakeup",
+         "4. wake-up latency, schbench style: a waker stamps and wakes "
+         "each worker in turn (glibc/absl/parklot = condvars; park = "
+         "parklot Park/UnparkOne; futex = raw FUTEX_WAKE)",
+         {{"wake_p50_ns", "p50", C::kTime, false, true},
+          {"wake_p99_ns", "p99", C::kTime, true, true},
+          {"wake_p999_ns", "p99.9", C::kTime, false, true},
+          {"ops_per_s", "wakeups/s", C::kRate, false, false},
+          {"cpu_ns_per_op", "cpu/wakeup", C::kTime, false, false},
+          {"vcsw_per_op", "vcsw/wakeup", C::kCount, false, false}}}};
   }
 
   // 4b: bench/futex_schbench, kernel hash sizes vs the shim.

@@ -305,24 +305,26 @@ class Condvar : public Scenario {
     RunCases("6/7 condvar broadcast", bc, plan.reps, c.results);
   }
 
-  void PrintTables(Context& c) const override {
+  std::vector<Table> Tables(const Plan& plan) const override {
+    (void)plan;
     using C = Column;
-    PrintTable(c.report, c.results, "prodcons",
-               "6a. condvar producer/consumer: P producers, C consumers, "
-               "bounded queue",
-               {{"ops_per_s", "items/s", C::kRate, true, true},
-                {"cpu_ns_per_op", "cpu/item", C::kTime, false, true},
-                {"vcsw_per_op", "vcsw/item", C::kCount, false, false},
-                {"ivcsw_per_op", "ivcsw/item", C::kCount, false, false}});
-    PrintTable(c.report, c.results, "broadcast",
-               "6b. condvar broadcast (under the mutex) to N sleeping "
-               "waiters: time until the last has passed; context switches "
-               "per waiter (1 = it slept once)",
-               {{"round_ns", "time", C::kTime, true, true},
-                {"csw_per_waiter", "csw/waiter", C::kFixed, false, true},
-                {"vcsw_per_waiter", "vcsw/waiter", C::kFixed, false, false},
-                {"ivcsw_per_waiter", "ivcsw/waiter", C::kFixed, false, false},
-                {"cpu_ns_per_waiter", "cpu/waiter", C::kTime, false, false}});
+    return {
+        {"prodcons",
+         "6a. condvar producer/consumer: P producers, C consumers, "
+         "bounded queue",
+         {{"ops_per_s", "items/s", C::kRate, true, true},
+          {"cpu_ns_per_op", "cpu/item", C::kTime, false, true},
+          {"vcsw_per_op", "vcsw/item", C::kCount, false, false},
+          {"ivcsw_per_op", "ivcsw/item", C::kCount, false, false}}},
+        {"broadcast",
+         "6b. condvar broadcast (under the mutex) to N sleeping "
+         "waiters: time until the last has passed; context switches "
+         "per waiter (1 = it slept once)",
+         {{"round_ns", "time", C::kTime, true, true},
+          {"csw_per_waiter", "csw/waiter", C::kFixed, false, true},
+          {"vcsw_per_waiter", "vcsw/waiter", C::kFixed, false, false},
+          {"ivcsw_per_waiter", "ivcsw/waiter", C::kFixed, false, false},
+          {"cpu_ns_per_waiter", "cpu/waiter", C::kTime, false, false}}}};
   }
 
   void Targets(const Results& r, std::vector<Verdict>* v) const override {

@@ -235,8 +235,8 @@ struct Context {
 
 // One scenario of DESIGN.md's "Measuring". The suite calls, for the
 // scenarios --scenarios asks for, in the order of their numbers: Measure
-// (every in-process measurement); then PrintTables of every scenario;
-// then RunAfterTables (other binaries, real programs, which print as they
+// (every in-process measurement); then prints the Tables of every
+// scenario; then RunAfterTables (other binaries, real programs, which print as they
 // go); then Targets and Plots of every scenario. Scenarios are used by the
 // main thread only.
 class Scenario {
@@ -250,7 +250,11 @@ class Scenario {
     return {};
   }
   virtual void Measure(Context& c) { (void)c; }
-  virtual void PrintTables(Context& c) const { (void)c; }
+  // The tables of what Measure measured.
+  virtual std::vector<Table> Tables(const Plan& plan) const {
+    (void)plan;
+    return {};
+  }
   virtual void RunAfterTables(Context& c) { (void)c; }
   // Appends its issue-6 targets, judged on the medians in `r`.
   virtual void Targets(const Results& r, std::vector<Verdict>* v) const {

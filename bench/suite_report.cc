@@ -330,6 +330,12 @@ void PrintTable(Report& report, const Results& results,
   }
 }
 
+void PrintTable(Report& report, const Results& results, const Table& table) {
+  PrintTable(report, results, table.scenario, table.title, table.columns);
+  if (results.Of(table.scenario).empty()) return;
+  for (const std::string& n : table.notes) report.Print("note: %s\n", n);
+}
+
 // ---------------------------------------------------------------------------
 // Targets.
 

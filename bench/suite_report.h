@@ -131,6 +131,16 @@ void PrintTable(Report& report, const Results& results,
                 const std::vector<Column>& columns,
                 const std::string& baseline = "glibc");
 
+// A scenario's table: PrintTable's arguments, and notes printed under it
+// ("note: ...") when the scenario has runs.
+struct Table {
+  std::string scenario;
+  std::string title;
+  std::vector<Column> columns;
+  std::vector<std::string> notes;
+};
+void PrintTable(Report& report, const Results& results, const Table& table);
+
 // Writes every series (each repetition, then median/min/max aggregates) in
 // Google Benchmark's JSON format, with `context` as custom context.
 bool WriteJson(const std::string& path, const Results& results,
