@@ -139,14 +139,7 @@ int SharedMutexCore::LockSlow(std::atomic<uint64_t>* word,
     }
     if (r.timed_out()) {
       // POSIX: a timed lock that could be taken at once succeeds anyway.
-      w = word->load(std::memory_order_relaxed);
-      while (!(w & kWriter) && ReadersOf(w) == 0) {
-        if (word->compare_exchange_weak(w, w | me, std::memory_order_acquire,
-                                        std::memory_order_relaxed)) {
-          return 0;
-        }
-      }
-      return ETIMEDOUT;
+      return TryLock(word) == 0 ? 0 : ETIMEDOUT;
     }
     spin.Parked();
   }
@@ -231,15 +224,8 @@ int SharedMutexCore::LockSharedSlow(std::atomic<uint64_t>* word,
       return 0;
     }
     if (r.timed_out()) {
-      w = word->load(std::memory_order_relaxed);
-      while (!(w & kWriter) && ReadersOf(w) < kMaxReaders) {
-        if (word->compare_exchange_weak(w, w + kOneReader,
-                                        std::memory_order_acquire,
-                                        std::memory_order_relaxed)) {
-          return 0;
-        }
-      }
-      return ETIMEDOUT;
+      // As for writers: taken at once if it can be (else EBUSY or EAGAIN).
+      return TryLockShared(word) == 0 ? 0 : ETIMEDOUT;
     }
     spin.Parked();
   }
