@@ -349,12 +349,15 @@ Bucket* BucketTable::LockBucket(uintptr_t key) const {
     // seq_cst (a plain load on x86) pairs with the pin count in MaybeGrow.
     Table* t = table_.load(std::memory_order_seq_cst);
     Bucket* b = &t->buckets()[IndexOf(t, key)];
-    b->lock.Lock();
+    // The first attempt is Lock's own fast path; only a failed one costs
+    // more, and only then does the adaptive policy hear of it.
+    const bool contended = !b->lock.TryLock();
+    if (contended) b->lock.Lock();
     // A grower holds every old bucket lock while it moves waiters and
     // publishes; seeing the same table after locking means no move of this
     // bucket can be in progress or pending.
     if (table_.load(std::memory_order_relaxed) == t) {
-      if (sample_collisions_) SampleCollision(b, key);
+      if (sample_collisions_) SampleCollision(b, key, contended);
       return b;
     }
     b->lock.Unlock();
@@ -470,10 +473,13 @@ size_t BucketTable::TargetBuckets(size_t live_threads) const {
   return want < 16 ? 16 : want;
 }
 
-void BucketTable::SampleCollision(Bucket* b, uintptr_t key) const {
+void BucketTable::SampleCollision(Bucket* b, uintptr_t key,
+                                  bool contended) const {
   // Any address unique to the thread serves as its tag.
   const uintptr_t me = reinterpret_cast<uintptr_t>(&t_locks);
-  if (b->last_thread != me && b->last_key != key) ++t_collisions;
+  if (contended && b->last_thread != me && b->last_key != key) {
+    ++t_collisions;
+  }
   b->last_thread = me;
   b->last_key = key;
   const size_t size = table_.load(std::memory_order_relaxed)->size;

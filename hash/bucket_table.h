@@ -43,7 +43,7 @@ struct alignas(64) Bucket {
   int64_t fair_deadline_ns ABSL_GUARDED_BY(lock) = 0;
   uint64_t rng ABSL_GUARDED_BY(lock) = 0;
   // The `adaptive` policy's collision sample: the key and the thread (a
-  // per-thread tag) of the last LockBucket here. Written only when the
+  // per-thread tag) of the last LockBucket here (see kCollisionWindow). Written only when the
   // table measures collisions.
   uintptr_t last_key ABSL_GUARDED_BY(lock) = 0;
   uintptr_t last_thread ABSL_GUARDED_BY(lock) = 0;
@@ -226,11 +226,13 @@ class BucketTable {
   static void UnlockBucketPair(std::pair<Bucket*, Bucket*> pair);
 
   // The `adaptive` policy's collision sampling. Each thread counts its
-  // LockBucket calls; a call is a collision when the bucket was last locked
-  // by another thread for another key (same key = real sharing, such as a
-  // waker and its waiter; same thread = no cache line moves). After every
-  // kCollisionWindow calls, a thread that saw more than 1 in
-  // kCollisionRateDivisor collisions marks a doubling due; the table doubles
+  // LockBucket calls; a call is a collision when it found the bucket lock
+  // held (it paid for contention) and the bucket was last locked by another
+  // thread for another key: sharing a bucket, not a key (a waker and its
+  // waiter share a key; a bigger table would not separate them). After
+  // every kCollisionWindow calls, a thread that saw more than 1 in
+  // kCollisionRateDivisor collisions marks a doubling due (a window that
+  // spans a growth asks for nothing); the table doubles
   // when that thread's outermost ReadSection ends, if it then holds no
   // bucket lock, no ReadSection, and is not itself inside a growth,
   // registration or fork (a signal handler may be running on it), and if no
@@ -240,7 +242,9 @@ class BucketTable {
   // next growth by threads (or at destruction); retired tables add at most
   // the current table's size again.
   static constexpr uint32_t kCollisionWindow = 1024;
-  static constexpr uint32_t kCollisionRateDivisor = 4;
+  // 1 in 32: with a bucket lock held a third of the time by one other
+  // running thread, about 1 in 10 of the buckets shared.
+  static constexpr uint32_t kCollisionRateDivisor = 32;
 
   // Grows the table if `live_threads` calls for more buckets under the
   // policy. Blocks while another thread grows. Must be called outside any
@@ -303,8 +307,9 @@ class BucketTable {
   // Unmaps `table` unless it is the inline one.
   void FreeTable(Table* table);
   static size_t IndexOf(const Table* table, uintptr_t key);
-  // kAdaptive: counts one LockBucket of `key` that locked `b`.
-  void SampleCollision(Bucket* b, uintptr_t key) const
+  // kAdaptive: counts one LockBucket of `key` that locked `b`, having
+  // found it held (`contended`) or not.
+  void SampleCollision(Bucket* b, uintptr_t key, bool contended) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock);
   // Doubles a table of `from` buckets for collisions (see kCollisionWindow).
   void GrowForCollisions(size_t from);

@@ -4,10 +4,13 @@
 // up to its collision cap, never past max_buckets, and never below what live
 // threads need; the table counts why it grew and the collisions it sampled.
 //
-// Collisions are made deterministic: two threads take turns (a turn flag,
-// one lock per turn) locking two distinct keys of one bucket, so every lock
-// after the first collides.
+// Collisions are made deterministic: a thread holds a bucket for one key
+// until another thread, locking another key of the same bucket, sleeps on
+// its lock; taking turns without contention makes none.
 #include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -61,10 +64,8 @@ void LockOnce(BucketTable& t, uintptr_t key) {
 }
 
 // Two fresh threads (fresh per-thread windows) take `turns` turns each,
-// thread 0 first: thread i locks key i of `keys`. `last` runs on thread 0
-// in place of its last turn, the end of its first window.
-template <typename Last>
-void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns, Last last) {
+// thread 0 first: thread i locks key i of `keys`.
+void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns) {
   std::atomic<int> turn{0};
   auto body = [&](int me) {
     // As the runtime registers every thread (unregistered readers pin the
@@ -73,11 +74,7 @@ void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns, Last last) {
     const uintptr_t key = me == 0 ? keys.a : keys.b;
     for (uint32_t i = 0; i < turns; ++i) {
       while (turn.load(std::memory_order_acquire) != me) sched_yield();
-      if (me == 0 && i + 1 == turns) {
-        last(key);
-      } else {
-        LockOnce(t, key);
-      }
+      LockOnce(t, key);
       turn.store(1 - me, std::memory_order_release);
     }
   };
@@ -86,8 +83,62 @@ void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns, Last last) {
   t1.join();
 }
 
-void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns) {
-  TakeTurns(t, keys, turns, [&t](uintptr_t key) { LockOnce(t, key); });
+// Whether thread `tid` of this process is asleep in the kernel (state S).
+bool Sleeping(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid));
+  FILE* f = fopen(path, "r");
+  if (f == nullptr) return false;
+  char buf[512];
+  const size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char* paren = strrchr(buf, ')');  // the name may hold spaces
+  return paren != nullptr && paren[1] == ' ' && paren[2] == 'S';
+}
+
+// How many of a window's locks are made to contend: above the threshold
+// (kWindow / kCollisionRateDivisor) with room for a few that, the holder
+// having let go early (the locker asleep elsewhere), did not contend.
+constexpr uint32_t kForced = 2 * kWindow / BucketTable::kCollisionRateDivisor;
+
+// One window of kWindow LockBuckets of `locker_key` on a fresh thread, the
+// first kForced of them contended: a second thread holds the bucket of
+// `holder_key` (the same bucket) until the locker sleeps on its lock. `last`
+// runs in place of the window's last LockOnce.
+template <typename Last>
+void ContendedWindow(BucketTable& t, uintptr_t holder_key, uintptr_t locker_key,
+                     Last last) {
+  std::atomic<uint32_t> asked{0}, held{0};
+  std::atomic<pid_t> locker_tid{0};
+  std::thread holder([&] {
+    BucketTable::RegisterRcuReader();
+    for (uint32_t i = 1; i <= kForced; ++i) {
+      while (asked.load(std::memory_order_acquire) != i) sched_yield();
+      BucketTable::ReadSection rs(t);
+      Bucket* b = t.LockBucket(holder_key);
+      held.store(i, std::memory_order_release);
+      while (!Sleeping(locker_tid.load())) usleep(50);
+      BucketTable::UnlockBucket(b);
+    }
+  });
+  std::thread locker([&] {
+    BucketTable::RegisterRcuReader();
+    locker_tid.store(gettid());
+    for (uint32_t i = 1; i <= kForced; ++i) {
+      asked.store(i, std::memory_order_release);
+      while (held.load(std::memory_order_acquire) != i) sched_yield();
+      LockOnce(t, locker_key);
+    }
+    for (uint32_t i = kForced; i + 1 < kWindow; ++i) LockOnce(t, locker_key);
+    last(locker_key);
+  });
+  holder.join();
+  locker.join();
+}
+
+void ContendedWindow(BucketTable& t, KeyPair keys) {
+  ContendedWindow(t, keys.a, keys.b, [&t](uintptr_t key) { LockOnce(t, key); });
 }
 
 #define WATCHDOG(name) \
@@ -106,25 +157,47 @@ TEST(AdaptivePolicy, ParsesAndNames) {
   EXPECT_EQ(c.table.policy, GrowthPolicy::kAdaptive);
 }
 
-// Collisions in every lock of a window double the table once, at the end of
-// the window's last read section; the other thread's window, begun on the
-// smaller table, asks for nothing.
+// Enough collisions in a window double the table once, at the end of the
+// window's last read section.
 TEST(AdaptivePolicy, GrowsOnCollisions) {
   WATCHDOG("GrowsOnCollisions");
   BucketTable t(Adaptive());
   ASSERT_EQ(t.bucket_count(), 16u);
-  TakeTurns(t, SameBucket(t), kWindow);
+  ContendedWindow(t, SameBucket(t));
   EXPECT_EQ(t.bucket_count(), 32u);
   EXPECT_EQ(t.growths(), 1u);
   EXPECT_EQ(t.collision_growths(), 1u);
-  EXPECT_EQ(t.sampled_locks(), 2u * kWindow);
-  // Thread 0's window: every lock collided (its first found the bucket
-  // empty, which counts as another thread's key).
-  EXPECT_GE(t.sampled_collisions(), uint64_t{kWindow});
+  // The locker's window and the holder's kForced locks (no whole window).
+  EXPECT_EQ(t.sampled_locks(), uint64_t{kWindow});
+  EXPECT_GT(t.sampled_collisions(),
+            uint64_t{kWindow / BucketTable::kCollisionRateDivisor});
+  EXPECT_LE(t.sampled_collisions(), uint64_t{kForced});
 }
 
-// Few collisions (one thread alone, or a rate at most 1 in
-// kCollisionRateDivisor) grow nothing.
+// Contention on one key is not a collision: a bigger table would not
+// separate a key from itself.
+TEST(AdaptivePolicy, ContentionOnOneKeyGrowsNothing) {
+  WATCHDOG("ContentionOnOneKeyGrowsNothing");
+  BucketTable t(Adaptive());
+  const KeyPair keys = SameBucket(t);
+  ContendedWindow(t, keys.b, keys.b, [&t](uintptr_t key) { LockOnce(t, key); });
+  EXPECT_EQ(t.bucket_count(), 16u);
+  EXPECT_EQ(t.sampled_locks(), uint64_t{kWindow});
+  EXPECT_EQ(t.sampled_collisions(), 0u);
+}
+
+// Sharing a bucket without contention (two threads taking turns on two keys
+// of one bucket), or one thread alone, grows nothing.
+TEST(AdaptivePolicy, NoGrowthWithoutContention) {
+  WATCHDOG("NoGrowthWithoutContention");
+  BucketTable t(Adaptive());
+  TakeTurns(t, SameBucket(t), 2 * kWindow);
+  EXPECT_EQ(t.sampled_locks(), 4u * kWindow);
+  EXPECT_EQ(t.sampled_collisions(), 0u);
+  EXPECT_EQ(t.bucket_count(), 16u);
+}
+
+// One thread alone, on two keys of one bucket, collides with nothing.
 TEST(AdaptivePolicy, NoGrowthWithoutCollisions) {
   WATCHDOG("NoGrowthWithoutCollisions");
   BucketTable t(Adaptive());
@@ -138,7 +211,7 @@ TEST(AdaptivePolicy, NoGrowthWithoutCollisions) {
   EXPECT_EQ(t.bucket_count(), 16u);
   EXPECT_EQ(t.growths(), 0u);
   EXPECT_EQ(t.sampled_locks(), 4u * kWindow);
-  EXPECT_LE(t.sampled_collisions(), 1u);  // the first lock of an empty bucket
+  EXPECT_EQ(t.sampled_collisions(), 0u);
 }
 
 // The `threads` policy samples nothing and grows only with threads.
@@ -147,7 +220,7 @@ TEST(AdaptivePolicy, ThreadsPolicyIgnoresCollisions) {
   TableOptions o = Adaptive();
   o.policy = GrowthPolicy::kThreads;
   BucketTable t(o);
-  TakeTurns(t, SameBucket(t), 2 * kWindow);
+  ContendedWindow(t, SameBucket(t));
   EXPECT_EQ(t.bucket_count(), 16u);
   EXPECT_EQ(t.sampled_locks(), 0u);
   EXPECT_EQ(t.collision_growths(), 0u);
@@ -158,9 +231,7 @@ TEST(AdaptivePolicy, ThreadsPolicyIgnoresCollisions) {
 TEST(AdaptivePolicy, CollisionGrowthIsCapped) {
   WATCHDOG("CollisionGrowthIsCapped");
   BucketTable t(Adaptive(/*max_collision_buckets=*/64));
-  for (int round = 0; round < 5; ++round) {
-    TakeTurns(t, SameBucket(t), kWindow);
-  }
+  for (int round = 0; round < 3; ++round) ContendedWindow(t, SameBucket(t));
   EXPECT_EQ(t.bucket_count(), 64u);
   EXPECT_EQ(t.collision_growths(), 2u);  // 16 -> 32 -> 64
   EXPECT_FALSE(t.immutable());
@@ -170,8 +241,8 @@ TEST(AdaptivePolicy, CollisionGrowthIsCapped) {
   EXPECT_EQ(t.collision_growths(), 2u);
 
   BucketTable small(Adaptive(size_t{1} << 16, /*max_buckets=*/32));
-  for (int round = 0; round < 3; ++round) {
-    TakeTurns(small, SameBucket(small), kWindow);
+  for (int round = 0; round < 2; ++round) {
+    ContendedWindow(small, SameBucket(small));
   }
   EXPECT_EQ(small.bucket_count(), 32u);
   EXPECT_TRUE(small.immutable());
@@ -190,7 +261,7 @@ TEST(AdaptivePolicy, NeverBelowWhatThreadsNeed) {
     EXPECT_EQ(t.TargetBuckets(live), threads.TargetBuckets(live)) << live;
   }
   EXPECT_TRUE(t.MaybeGrow(100));  // 512
-  TakeTurns(t, SameBucket(t), kWindow);
+  ContendedWindow(t, SameBucket(t));
   EXPECT_EQ(t.bucket_count(), 1024u);
   EXPECT_FALSE(t.MaybeGrow(5));
   EXPECT_FALSE(t.MaybeGrow(100));
@@ -207,8 +278,9 @@ TEST(AdaptivePolicy, GrowsOnlyWhenTheOutermostSectionEnds) {
   WATCHDOG("GrowsOnlyWhenTheOutermostSectionEnds");
   BucketTable t(Adaptive());
   size_t inside = 0, after_inner = 0;
-  // Thread 0's last turn ends its window inside a nested section.
-  TakeTurns(t, SameBucket(t), kWindow, [&](uintptr_t key) {
+  // The window's last lock is inside a nested section.
+  const KeyPair keys = SameBucket(t);
+  ContendedWindow(t, keys.a, keys.b, [&](uintptr_t key) {
     BucketTable::ReadSection outer(t);
     {
       BucketTable::ReadSection inner(t);
