@@ -475,12 +475,9 @@ size_t BucketTable::TargetBuckets(size_t live_threads) const {
 
 void BucketTable::SampleCollision(Bucket* b, uintptr_t key,
                                   bool contended) const {
-  // Any address unique to the thread serves as its tag.
-  const uintptr_t me = reinterpret_cast<uintptr_t>(&t_locks);
-  if (contended && b->last_thread != me && b->last_key != key) {
-    ++t_collisions;
-  }
-  b->last_thread = me;
+  // A held lock was held by another thread (this one would deadlock), the
+  // bucket's last locker.
+  if (contended && b->last_key != key) ++t_collisions;
   b->last_key = key;
   const size_t size = table_.load(std::memory_order_relaxed)->size;
   if (t_locks++ == 0) t_window_from = size;
@@ -562,7 +559,9 @@ BucketTable::Table* BucketTable::Replace(size_t target, bool for_collisions)
     immutable_.store(true, std::memory_order_release);
   }
   growths_.fetch_add(1, std::memory_order_relaxed);
-  if (for_collisions) collision_growths_.fetch_add(1, std::memory_order_relaxed);
+  if (for_collisions) {
+    collision_growths_.fetch_add(1, std::memory_order_relaxed);
+  }
   for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Unlock();
   LeaveSection();
   grow_lock_.Unlock();

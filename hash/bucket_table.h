@@ -42,11 +42,10 @@ struct alignas(64) Bucket {
   // unpark from this bucket should hand off fairly; 0 = not yet armed.
   int64_t fair_deadline_ns ABSL_GUARDED_BY(lock) = 0;
   uint64_t rng ABSL_GUARDED_BY(lock) = 0;
-  // The `adaptive` policy's collision sample: the key and the thread (a
-  // per-thread tag) of the last LockBucket here (see kCollisionWindow). Written only when the
-  // table measures collisions.
+  // The `adaptive` policy's collision sample: the key of the last
+  // LockBucket here (see BucketTable::kCollisionWindow). Written only when
+  // the table measures collisions.
   uintptr_t last_key ABSL_GUARDED_BY(lock) = 0;
-  uintptr_t last_thread ABSL_GUARDED_BY(lock) = 0;
 
   // Appends `w` (with w->key set) at the tail of the queue.
   void Enqueue(Waiter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
@@ -227,9 +226,9 @@ class BucketTable {
 
   // The `adaptive` policy's collision sampling. Each thread counts its
   // LockBucket calls; a call is a collision when it found the bucket lock
-  // held (it paid for contention) and the bucket was last locked by another
-  // thread for another key: sharing a bucket, not a key (a waker and its
-  // waiter share a key; a bigger table would not separate them). After
+  // held (it paid for contention; the holder, the bucket's last locker, is
+  // another thread) for another key: sharing a bucket, not a key (a waker
+  // and its waiter share a key; a bigger table would not separate them). After
   // every kCollisionWindow calls, a thread that saw more than 1 in
   // kCollisionRateDivisor collisions marks a doubling due (a window that
   // spans a growth asks for nothing); the table doubles

@@ -1,6 +1,6 @@
 // hash/: the `adaptive` growth policy on BucketTable instances built from
 // TableOptions: it grows as `threads` does, and also doubles when bucket
-// locks collide (the bucket last locked by another thread for another key),
+// locks collide (found held by another thread, for another key),
 // up to its collision cap, never past max_buckets, and never below what live
 // threads need; the table counts why it grew and the collisions it sampled.
 //
