@@ -496,6 +496,9 @@ void BucketTable::SampleCollision(Bucket* b, uintptr_t key,
 }
 
 void BucketTable::GrowForCollisions(size_t from) {
+  // A signal handler interrupting this growth (holding grow_lock_) must not
+  // start another on this thread.
+  BusyScope busy;
   size_t target = from * 2;
   if (target > options_.max_collision_buckets) {
     target = options_.max_collision_buckets;
