@@ -937,6 +937,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::string child = absl::GetFlag(FLAGS_child);
+  Workload parsed_workload;
+  if (child.empty() &&
+      !ParseWorkload(absl::GetFlag(FLAGS_workload), &parsed_workload)) {
+    absl::FPrintF(stderr, "futex_hash: unknown --workload=%s\n",
+                  absl::GetFlag(FLAGS_workload));
+    return 2;
+  }
   if (child.empty()) return RunParent(argv[0]);
 
   const Configuration* c = FindConfiguration(child);
