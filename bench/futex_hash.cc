@@ -81,6 +81,13 @@ ABSL_FLAG(std::vector<std::string>, threads, {},
           "number of CPUs this process may run on.");
 ABSL_FLAG(int, keys, 1024,
           "Futex words per thread (perf bench futex hash -f).");
+ABSL_FLAG(std::string, workload, "uniform",
+          "uniform: each thread waits round-robin on its own --keys words. "
+          "hot: every thread on the same --hot_keys words (many threads, few "
+          "keys). phase: hot for the first half of the window, then uniform "
+          "(a phase change). Few threads on many keys: uniform with a small "
+          "--threads and a large --keys.");
+ABSL_FLAG(int, hot_keys, 4, "Words shared by all threads in hot phases.");
 ABSL_FLAG(int, repetitions, 0,
           "Repetitions of the whole interleaved sequence. 0 = 5, or 3 with "
           "--quick.");
@@ -137,8 +144,8 @@ const std::vector<Configuration>& AllConfigurations() {
     for (long n : {16, 128, 1024, 8192, 65536}) {
       v->push_back({absl::StrCat("kernel/", n), Impl::kKernel, n, ""});
     }
-    for (const char* p :
-         {"threads", "cpus", "fixed:2", "fixed:16", "fixed:1024"}) {
+    for (const char* p : {"threads", "cpus", "fixed:2", "fixed:16",
+                          "fixed:1024", "adaptive"}) {
       v->push_back({absl::StrCat("parklot/", p), Impl::kParklot, 0, p});
     }
     return v;
@@ -183,14 +190,35 @@ int64_t TimevalNs(const timeval& tv) {
 // The value no word ever holds: every wait fails validation.
 constexpr uint32_t kMismatch = 1234;
 
+enum class Workload { kUniform, kHot, kPhase };
+
+bool ParseWorkload(absl::string_view text, Workload* w) {
+  if (text == "uniform") {
+    *w = Workload::kUniform;
+  } else if (text == "hot") {
+    *w = Workload::kHot;
+  } else if (text == "phase") {
+    *w = Workload::kPhase;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // Shared state, each hot field on its own cache line. During the measured
 // window the workers only read `stop`.
 struct Shared {
   alignas(64) std::atomic<uint32_t> ready{0};
   alignas(64) std::atomic<uint32_t> go{0};
   alignas(64) std::atomic<bool> stop{false};
+  // --workload=phase: set halfway through the window.
+  alignas(64) std::atomic<bool> phase2{false};
   Impl impl = Impl::kKernel;
   int keys = 0;
+  Workload workload = Workload::kUniform;
+  // The words every thread shares in hot phases.
+  std::atomic<uint32_t>* hot_words = nullptr;
+  int hot_keys = 0;
   std::vector<int> pin_cpus;  // empty: unpinned
 };
 
@@ -237,6 +265,7 @@ void WorkerLoop(Worker* w, Wait wait) {
       new std::atomic<uint32_t>[keys]());
   uint64_t errors = 0;
   for (int i = 0; i < keys; ++i) errors += !wait(&words[i]);
+  for (int i = 0; i < s.hot_keys; ++i) errors += !wait(&s.hot_words[i]);
 
   s.ready.fetch_add(1, std::memory_order_acq_rel);
   FutexWakePrivate(&s.ready, 1);
@@ -246,9 +275,18 @@ void WorkerLoop(Worker* w, Wait wait) {
 
   uint64_t ops = 0;
   for (;;) {
-    for (int i = 0; i < keys; ++i) {
+    // One round over this phase's words (hot: from a per-thread offset, so
+    // that the threads spread over them).
+    const bool hot = s.workload == Workload::kHot ||
+                     (s.workload == Workload::kPhase &&
+                      !s.phase2.load(std::memory_order_relaxed));
+    std::atomic<uint32_t>* base = hot ? s.hot_words : words.get();
+    const int n = hot ? s.hot_keys : keys;
+    const int first = hot ? w->index % n : 0;
+    for (int j = 0; j < n; ++j) {
       if (s.stop.load(std::memory_order_relaxed)) goto done;
-      errors += !wait(&words[i]);
+      const int i = first + j < n ? first + j : first + j - n;
+      errors += !wait(&base[i]);
       ++ops;
     }
   }
@@ -285,7 +323,7 @@ void PrintResult(const std::map<std::string, std::string>& fields) {
 }
 
 int RunChild(const Configuration& config, int threads, int keys,
-             absl::Duration duration) {
+             Workload workload, int hot_keys, absl::Duration duration) {
   std::map<std::string, std::string> result;
   result["config"] = config.name;
 
@@ -318,6 +356,13 @@ int RunChild(const Configuration& config, int threads, int keys,
   Shared shared;
   shared.impl = config.impl;
   shared.keys = keys;
+  shared.workload = workload;
+  std::unique_ptr<std::atomic<uint32_t>[]> hot_words;
+  if (workload != Workload::kUniform) {
+    hot_words.reset(new std::atomic<uint32_t>[hot_keys]());
+    shared.hot_words = hot_words.get();
+    shared.hot_keys = hot_keys;
+  }
   if (absl::GetFlag(FLAGS_pin)) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
@@ -362,13 +407,20 @@ int RunChild(const Configuration& config, int threads, int keys,
   const int64_t t0 = MonotonicNs();
   shared.go.store(1, std::memory_order_release);
   FutexWakePrivate(&shared.go, INT_MAX);
-  if (create_error == 0) {
-    const int64_t end = t0 + absl::ToInt64Nanoseconds(duration);
+  auto sleep_until = [](int64_t end) {
     timespec ts = {static_cast<time_t>(end / 1000000000),
                    static_cast<long>(end % 1000000000)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) ==
            EINTR) {
     }
+  };
+  if (create_error == 0) {
+    const int64_t span = absl::ToInt64Nanoseconds(duration);
+    if (workload == Workload::kPhase) {
+      sleep_until(t0 + span / 2);
+      shared.phase2.store(true, std::memory_order_relaxed);
+    }
+    sleep_until(t0 + span);
   }
   shared.stop.store(true, std::memory_order_relaxed);
   const int64_t t1 = MonotonicNs();
@@ -408,6 +460,7 @@ int RunChild(const Configuration& config, int threads, int keys,
     const Stats st = GetStats();
     result["table"] = absl::StrCat(st.buckets);
     result["growths"] = absl::StrCat(st.growths);
+    result["collision_growths"] = absl::StrCat(st.collision_growths);
   }
   PrintResult(result);
   if (errors != 0) {
@@ -804,6 +857,8 @@ int RunParent(const char* argv0) {
             {absl::StrCat("--child=", c.name),
              absl::StrCat("--threads=", plan.threads[ti]),
              absl::StrCat("--keys=", plan.keys),
+             absl::StrCat("--workload=", absl::GetFlag(FLAGS_workload)),
+             absl::StrCat("--hot_keys=", absl::GetFlag(FLAGS_hot_keys)),
              absl::StrCat("--duration=", absl::FormatDuration(plan.duration)),
              absl::StrCat("--pin=",
                           absl::GetFlag(FLAGS_pin) ? "true" : "false")},
@@ -882,18 +937,29 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::string child = absl::GetFlag(FLAGS_child);
+  Workload parsed_workload;
+  if (child.empty() &&
+      !ParseWorkload(absl::GetFlag(FLAGS_workload), &parsed_workload)) {
+    absl::FPrintF(stderr, "futex_hash: unknown --workload=%s\n",
+                  absl::GetFlag(FLAGS_workload));
+    return 2;
+  }
   if (child.empty()) return RunParent(argv[0]);
 
   const Configuration* c = FindConfiguration(child);
   std::vector<int> threads;
+  Workload workload;
   if (c == nullptr || !ParseThreads(absl::GetFlag(FLAGS_threads), &threads) ||
       threads.size() != 1 || absl::GetFlag(FLAGS_keys) < 1 ||
+      !ParseWorkload(absl::GetFlag(FLAGS_workload), &workload) ||
+      absl::GetFlag(FLAGS_hot_keys) < 1 ||
       absl::GetFlag(FLAGS_duration) <= absl::ZeroDuration()) {
     absl::FPrintF(stderr,
                   "futex_hash: --child needs a known configuration, one "
-                  "--threads count, and positive --keys and --duration\n");
+                  "--threads count, positive --keys, --hot_keys and "
+                  "--duration, and a known --workload\n");
     return 2;
   }
-  return RunChild(*c, threads[0], absl::GetFlag(FLAGS_keys),
-                  absl::GetFlag(FLAGS_duration));
+  return RunChild(*c, threads[0], absl::GetFlag(FLAGS_keys), workload,
+                  absl::GetFlag(FLAGS_hot_keys), absl::GetFlag(FLAGS_duration));
 }

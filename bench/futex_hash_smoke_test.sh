@@ -17,7 +17,7 @@ fail() { echo "FAIL: $*" >&2; echo "--- output ---" >&2; cat "$out" >&2; exit 1;
 configs=(
   kernel/default kernel/global kernel/16 kernel/128 kernel/1024 kernel/8192
   kernel/65536 parklot/threads parklot/cpus parklot/fixed:2 parklot/fixed:16
-  parklot/fixed:1024
+  parklot/fixed:1024 parklot/adaptive
 )
 threads=(1 3)
 
@@ -59,6 +59,22 @@ done
 if command -v python3 >/dev/null; then
   python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["benchmarks"], "no runs"' \
     "$json" || fail "invalid JSON"
+fi
+
+# The skewed workloads (hot keys, a phase change) run and report every
+# configuration asked for; an unknown workload is an error.
+for w in hot phase; do
+  "$bin" --workload=$w --hot_keys=2 \
+    --configs=kernel/default,parklot/threads,parklot/adaptive \
+    --threads=3 --keys=32 --repetitions=1 --duration=10ms >"$out" 2>&1 ||
+    fail "--workload=$w exited with status $?"
+  for c in parklot/threads parklot/adaptive; do
+    grep -Eq "${row_ok/NAME/$c}" "$out" || fail "--workload=$w: no row for $c"
+  done
+done
+if "$bin" --workload=skew --configs=parklot/threads --threads=1 --repetitions=1 \
+    --duration=1ms >/dev/null 2>&1; then
+  fail "--workload=skew was accepted"
 fi
 
 # A bad configuration name is an error, not an empty table.

@@ -1,8 +1,24 @@
 #include "hash/bucket_table.h"
 
-#define _LGPL_SOURCE 1
 #include <sys/mman.h>
 #include <unistd.h>
+
+// liburcu-bp's read side, inlined from its LGPL static header (_LGPL_SOURCE;
+// the header is meant for this). Its reader pointer `urcu_bp_reader` is a
+// thread-local of liburcu-bp.so. Declared as tls-compat.h declares it under
+// C++ (`thread_local`), every access goes through a TLS wrapper (a test of
+// a weak init function) and, from the shim (PIC), through __tls_get_addr:
+// three of each per section. Declared `__thread` (constant-initialised: no
+// wrapper) with the initial-exec model, each access is one %fs-relative
+// load. Initial-exec is sound because liburcu-bp.so is a DT_NEEDED of the
+// shim and of every parklot binary, so it is loaded at start-up into the
+// static TLS block; and it keeps the read side async-signal-safe (no lazy
+// TLS allocation), as an UnparkUpTo from a handler needs.
+#define _LGPL_SOURCE 1
+#include <urcu/tls-compat.h>
+#undef URCU_TLS_STORAGE_CLASS
+#define URCU_TLS_STORAGE_CLASS \
+  __thread __attribute__((tls_model("initial-exec")))
 #include <urcu-bp.h>
 
 #include <cstdlib>
@@ -64,6 +80,10 @@ bool ParseGrowthPolicy(absl::string_view text, GrowthPolicy* policy,
     *policy = GrowthPolicy::kCpus;
     return true;
   }
+  if (text == "adaptive") {
+    *policy = GrowthPolicy::kAdaptive;
+    return true;
+  }
   if (absl::ConsumePrefix(&text, "fixed:")) {
     size_t n = 0;
     if (!absl::SimpleAtoi(text, &n) || n == 0 || n > kMaxTableBuckets) {
@@ -84,6 +104,8 @@ const char* GrowthPolicyName(GrowthPolicy policy) {
       return "cpus";
     case GrowthPolicy::kFixed:
       return "fixed";
+    case GrowthPolicy::kAdaptive:
+      return "adaptive";
   }
   return "?";
 }
@@ -115,6 +137,7 @@ void internal::FailTableMappingsAbove(size_t buckets) {
 struct alignas(64) BucketTable::Table {
   size_t size;
   unsigned shift;  // 64 - log2(size); 64 for a one-bucket table
+  Table* next_retired;  // see BucketTable::retired_
   Bucket* buckets() { return reinterpret_cast<Bucket*>(this + 1); }
 };
 
@@ -122,6 +145,7 @@ BucketTable::Table* BucketTable::InitHeader(void* mem, size_t buckets) {
   static_assert(sizeof(Table) == 64, "the header takes one cache line");
   auto* t = static_cast<Table*>(mem);
   t->size = buckets;
+  t->next_retired = nullptr;
   t->shift = 64 - static_cast<unsigned>(__builtin_ctzll(buckets));
   return t;
 }
@@ -167,6 +191,11 @@ BucketTable::BucketTable(const TableOptions& options) : options_(options) {
     if (initial < 16) initial = 16;
     if (initial > options_.max_buckets) initial = options_.max_buckets;
   }
+  options_.max_collision_buckets =
+      RoundUpPow2(options_.max_collision_buckets > kMaxTableBuckets
+                      ? kMaxTableBuckets
+                      : options_.max_collision_buckets);
+  sample_collisions_ = options_.policy == GrowthPolicy::kAdaptive;
   if (options_.cpus == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     options_.cpus = n > 0 ? static_cast<size_t>(n) : 1;
@@ -188,10 +217,17 @@ BucketTable::BucketTable(const TableOptions& options) : options_(options) {
       std::memory_order_release);
 }
 
-BucketTable::~BucketTable() { FreeTable(table_.load()); }
+BucketTable::~BucketTable() {
+  FreeRetired(retired_);
+  FreeTable(table_.load());
+}
 
 size_t BucketTable::bucket_count() const {
   return table_.load(std::memory_order_acquire)->size;
+}
+
+size_t BucketTable::BucketIndex(uintptr_t key) const {
+  return IndexOf(table_.load(std::memory_order_acquire), key);
 }
 
 // urcu-bp ("bulletproof") is the flavour for a library injected into
@@ -201,6 +237,28 @@ size_t BucketTable::bucket_count() const {
 // read side a compiler barrier).
 static bool IsRcuReader() { return URCU_TLS(urcu_bp_reader) != nullptr; }
 
+namespace {
+// Initial-exec: read on lock paths and in signal handlers (see t_sections).
+// Inside MaybeGrow, RegisterRcuReader or a fork's lock-all on this thread:
+// a collision growth here could wait on what the interrupted code holds.
+__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_table_busy;
+// Collision sampling of this thread (BucketTable::kCollisionWindow).
+__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_locks;
+__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_collisions;
+// The table size when this thread's current window began.
+__attribute__((tls_model("initial-exec"))) thread_local size_t t_window_from;
+// The table this thread asks to double for collisions, and its size then;
+// nullptr: none due.
+__attribute__((tls_model("initial-exec"))) thread_local BucketTable*
+    t_grow_table;
+__attribute__((tls_model("initial-exec"))) thread_local size_t t_grow_from;
+
+struct BusyScope {
+  BusyScope() { ++t_table_busy; }
+  ~BusyScope() { --t_table_busy; }
+};
+}  // namespace
+
 void BucketTable::RegisterRcuReader() {
   if (IsRcuReader()) return;
   // liburcu-bp aborts the process when it cannot map room for one more
@@ -209,27 +267,34 @@ void BucketTable::RegisterRcuReader() {
   // too short to risk that: the thread stays a pinned reader (see
   // ReadSection), slower to park but alive.
   if (!CanMapNow(size_t{1} << 20)) return;
+  BusyScope busy;  // urcu's registration holds its locks
   urcu_bp_read_lock();
   urcu_bp_read_unlock();
 }
 
-BucketTable::ReadSection::ReadSection(const BucketTable& table)
-    : table_(table), mode_(kNone) {
-  if (table.immutable()) return;
+BucketTable::ReadSection::Mode BucketTable::ReadSection::Enter(
+    const BucketTable& table) {
   if (IsRcuReader()) {
-    mode_ = kRcu;
     urcu_bp_read_lock();
-  } else {
-    mode_ = kPinned;
-    table.pins_.fetch_add(1, std::memory_order_seq_cst);
+    return kRcu;
   }
+  table.pins_.fetch_add(1, std::memory_order_seq_cst);
+  return kPinned;
 }
 
-BucketTable::ReadSection::~ReadSection() {
-  if (mode_ == kRcu) {
-    urcu_bp_read_unlock();
-  } else if (mode_ == kPinned) {
+void BucketTable::ReadSection::Leave() {
+  if (mode_ != kRcu) {
     table_.pins_.fetch_sub(1, std::memory_order_release);
+    return;
+  }
+  urcu_bp_read_unlock();
+  // A collision growth is due on this thread (never set for other
+  // policies): run it if nothing of the table is held here any more.
+  if (__builtin_expect(t_grow_table == &table_, 0) &&
+      !_urcu_bp_read_ongoing() && !InLockSection() && t_table_busy == 0) {
+    t_grow_table = nullptr;
+    // The table object itself is never const (ReadSection only reads it).
+    const_cast<BucketTable&>(table_).GrowForCollisions(t_grow_from);
   }
 }
 
@@ -284,11 +349,17 @@ Bucket* BucketTable::LockBucket(uintptr_t key) const {
     // seq_cst (a plain load on x86) pairs with the pin count in MaybeGrow.
     Table* t = table_.load(std::memory_order_seq_cst);
     Bucket* b = &t->buckets()[IndexOf(t, key)];
-    b->lock.Lock();
+    // The first attempt is Lock's own fast path; only a failed one costs
+    // more, and only then does the adaptive policy hear of it.
+    const bool contended = !b->lock.TryLock();
+    if (contended) b->lock.Lock();
     // A grower holds every old bucket lock while it moves waiters and
     // publishes; seeing the same table after locking means no move of this
     // bucket can be in progress or pending.
-    if (table_.load(std::memory_order_relaxed) == t) return b;
+    if (table_.load(std::memory_order_relaxed) == t) {
+      if (sample_collisions_) SampleCollision(b, key, contended);
+      return b;
+    }
     b->lock.Unlock();
   }
 }
@@ -346,6 +417,7 @@ void BucketTable::UnlockBucketPair(std::pair<Bucket*, Bucket*> pair) {
 }
 
 void BucketTable::LockAllForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  ++t_table_busy;  // until the matching unlock or reset
   grow_lock_.Lock();
   EnterSection();
   Table* t = table_.load(std::memory_order_acquire);
@@ -357,6 +429,7 @@ void BucketTable::UnlockAllAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   for (size_t i = 0; i < t->size; ++i) t->buckets()[i].lock.Unlock();
   LeaveSection();
   grow_lock_.Unlock();
+  --t_table_busy;
 }
 
 void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -369,12 +442,14 @@ void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   pins_.store(0, std::memory_order_relaxed);
   LeaveSection();
   grow_lock_.Unlock();
+  --t_table_busy;
 }
 
 size_t BucketTable::TargetBuckets(size_t live_threads) const {
   size_t want;
   switch (options_.policy) {
-    case GrowthPolicy::kThreads: {
+    case GrowthPolicy::kThreads:
+    case GrowthPolicy::kAdaptive: {
       // In double, compared before the conversion: a NaN or out-of-range
       // factor must not reach an undefined double-to-integer conversion.
       const double w = static_cast<double>(live_threads) * options_.load_factor;
@@ -398,26 +473,72 @@ size_t BucketTable::TargetBuckets(size_t live_threads) const {
   return want < 16 ? 16 : want;
 }
 
-// Lock analysis cannot follow "every bucket of the old table".
-bool BucketTable::MaybeGrow(size_t live_threads)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (immutable()) return false;
-  size_t target = TargetBuckets(live_threads);
-  if (target > options_.max_buckets) target = options_.max_buckets;
-  if (target <= bucket_count()) return false;
+void BucketTable::SampleCollision(Bucket* b, uintptr_t key,
+                                  bool contended) const {
+  // A held lock was held by another thread (this one would deadlock), the
+  // bucket's last locker.
+  if (contended && b->last_key != key) ++t_collisions;
+  b->last_key = key;
+  const size_t size = table_.load(std::memory_order_relaxed)->size;
+  if (t_locks++ == 0) t_window_from = size;
+  if (t_locks < kCollisionWindow) return;
+  const uint32_t collisions = t_collisions;
+  t_locks = 0;
+  t_collisions = 0;
+  sampled_locks_.fetch_add(kCollisionWindow, std::memory_order_relaxed);
+  sampled_collisions_.fetch_add(collisions, std::memory_order_relaxed);
+  if (collisions * kCollisionRateDivisor <= kCollisionWindow) return;
+  // A window that spans a growth counted collisions of a smaller table.
+  if (t_window_from != size) return;
+  if (size >= options_.max_collision_buckets || immutable()) return;
+  t_grow_table = const_cast<BucketTable*>(this);
+  t_grow_from = size;
+}
 
+void BucketTable::GrowForCollisions(size_t from) {
+  // A signal handler interrupting this growth (holding grow_lock_) must not
+  // start another on this thread.
+  BusyScope busy;
+  size_t target = from * 2;
+  if (target > options_.max_collision_buckets) {
+    target = options_.max_collision_buckets;
+  }
+  if (target > options_.max_buckets) target = options_.max_buckets;
+  // Another thread grew the table since this thread's window ended: the
+  // collisions it counted were of the smaller table.
+  if (bucket_count() != from) return;
+  Table* old = Replace(target, /*for_collisions=*/true);
+  if (old == nullptr) return;
+  // No grace period here (see kCollisionWindow): retire the old table.
+  grow_lock_.Lock();
+  old->next_retired = retired_;
+  retired_ = old;
+  grow_lock_.Unlock();
+}
+
+void BucketTable::FreeRetired(Table* list) {
+  while (list != nullptr) {
+    Table* next = list->next_retired;
+    FreeTable(list);
+    list = next;
+  }
+}
+
+// Lock analysis cannot follow "every bucket of the old table".
+BucketTable::Table* BucketTable::Replace(size_t target, bool for_collisions)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
   grow_lock_.Lock();
   Table* old = table_.load(std::memory_order_acquire);
   if (target <= old->size) {  // another thread grew it meanwhile
     grow_lock_.Unlock();
-    return false;
+    return nullptr;
   }
   Table* fresh = AllocateTable(target);
   if (fresh == nullptr) {
     // Growth is an optimisation: the current table keeps serving.
     allocation_failures_.fetch_add(1, std::memory_order_relaxed);
     grow_lock_.Unlock();
-    return false;
+    return nullptr;
   }
   Bucket* old_buckets = old->buckets();
   EnterSection();
@@ -441,8 +562,28 @@ bool BucketTable::MaybeGrow(size_t live_threads)
     immutable_.store(true, std::memory_order_release);
   }
   growths_.fetch_add(1, std::memory_order_relaxed);
+  if (for_collisions) {
+    collision_growths_.fetch_add(1, std::memory_order_relaxed);
+  }
   for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Unlock();
   LeaveSection();
+  grow_lock_.Unlock();
+  return old;
+}
+
+bool BucketTable::MaybeGrow(size_t live_threads) {
+  if (immutable()) return false;
+  size_t target = TargetBuckets(live_threads);
+  if (target > options_.max_buckets) target = options_.max_buckets;
+  if (target <= bucket_count()) return false;
+
+  BusyScope busy;
+  Table* old = Replace(target, /*for_collisions=*/false);
+  if (old == nullptr) return false;
+  // Tables retired so far became unreachable before this grace period.
+  grow_lock_.Lock();
+  Table* retired = retired_;
+  retired_ = nullptr;
   grow_lock_.Unlock();
 
   // Threads that loaded `old` may still be spinning on its locks inside
@@ -452,6 +593,7 @@ bool BucketTable::MaybeGrow(size_t live_threads)
   // taken after this load sees `fresh` (both sides are seq_cst).
   while (pins_.load(std::memory_order_seq_cst) != 0) CpuRelax();
   FreeTable(old);
+  FreeRetired(retired);
   return true;
 }
 

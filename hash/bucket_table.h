@@ -42,6 +42,10 @@ struct alignas(64) Bucket {
   // unpark from this bucket should hand off fairly; 0 = not yet armed.
   int64_t fair_deadline_ns ABSL_GUARDED_BY(lock) = 0;
   uint64_t rng ABSL_GUARDED_BY(lock) = 0;
+  // The `adaptive` policy's collision sample: the key of the last
+  // LockBucket here (see BucketTable::kCollisionWindow). Written only when
+  // the table measures collisions.
+  uintptr_t last_key ABSL_GUARDED_BY(lock) = 0;
 
   // Appends `w` (with w->key set) at the tail of the queue.
   void Enqueue(Waiter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
@@ -66,6 +70,10 @@ enum class GrowthPolicy {
   kThreads,  // buckets >= live threads x load factor (default)
   kCpus,     // Linux 6.16: roundup_pow2(4 x min(threads, CPUs)), min 16
   kFixed,    // `fixed:N`: N buckets forever, no growth, no RCU section
+  // As kThreads, and also doubles while the table's buckets are shared
+  // between threads waiting on different keys (a collision: see
+  // BucketTable::kCollisionWindow), up to TableOptions::max_collision_buckets.
+  kAdaptive,
 };
 
 struct TableOptions {
@@ -83,17 +91,22 @@ struct TableOptions {
   double load_factor = 4.0;
   // CPUs for kCpus; 0 = the online CPU count.
   size_t cpus = 0;
+  // kAdaptive: collisions alone never grow the table past this (rounded up
+  // to a power of two; max_buckets still caps everything). Live threads
+  // may grow it further. 2^16 buckets = 4 MiB.
+  size_t max_collision_buckets = size_t{1} << 16;
 };
 
 // The largest table any policy or cap may ask for: 2^30 buckets (64 GiB).
 // Sizes beyond it are clamped to it; the configuration rejects them.
 inline constexpr size_t kMaxTableBuckets = size_t{1} << 30;
 
-// Parses "threads", "cpus", "fixed:N" (1 <= N <= kMaxTableBuckets).
+// Parses "threads", "cpus", "adaptive", "fixed:N" (1 <= N <=
+// kMaxTableBuckets).
 // Returns false on malformed or out-of-range input.
 bool ParseGrowthPolicy(absl::string_view text, GrowthPolicy* policy,
                        size_t* fixed_buckets);
-// "threads", "cpus" or "fixed".
+// "threads", "cpus", "fixed" or "adaptive".
 const char* GrowthPolicyName(GrowthPolicy policy);
 
 // Rounds up to a power of two: 1 for 0 and 1; saturates at 2^63 for
@@ -142,13 +155,21 @@ class BucketTable {
   // That counter is only touched around a thread's registration and exit.
   class ReadSection {
    public:
-    explicit ReadSection(const BucketTable& table);
-    ~ReadSection();
+    // Inline, so that an immutable table (kFixed, or grown to its cap)
+    // costs one load and one branch per section.
+    explicit ReadSection(const BucketTable& table)
+        : table_(table), mode_(table.immutable() ? kNone : Enter(table)) {}
+    ~ReadSection() {
+      if (mode_ != kNone) Leave();
+    }
     ReadSection(const ReadSection&) = delete;
     ReadSection& operator=(const ReadSection&) = delete;
 
    private:
     enum Mode : uint8_t { kNone, kRcu, kPinned };
+    // Opens the RCU section, or pins `table`; returns which.
+    static Mode Enter(const BucketTable& table);
+    void Leave();
     const BucketTable& table_;
     Mode mode_;
   };
@@ -203,6 +224,27 @@ class BucketTable {
   // Unlocks what LockBucketPair returned.
   static void UnlockBucketPair(std::pair<Bucket*, Bucket*> pair);
 
+  // The `adaptive` policy's collision sampling. Each thread counts its
+  // LockBucket calls; a call is a collision when it found the bucket lock
+  // held (it paid for contention; the holder, the bucket's last locker, is
+  // another thread) for another key: sharing a bucket, not a key (a waker
+  // and its waiter share a key; a bigger table would not separate them). After
+  // every kCollisionWindow calls, a thread that saw more than 1 in
+  // kCollisionRateDivisor collisions marks a doubling due (a window that
+  // spans a growth asks for nothing); the table doubles
+  // when that thread's outermost ReadSection ends, if it then holds no
+  // bucket lock, no ReadSection, and is not itself inside a growth,
+  // registration or fork (a signal handler may be running on it), and if no
+  // other thread grew the table since the window ended. That growth waits
+  // for no grace period (it may run on any thread, in a handler): the old
+  // table is retired, kept mapped, and freed after the grace period of the
+  // next growth by threads (or at destruction); retired tables add at most
+  // the current table's size again.
+  static constexpr uint32_t kCollisionWindow = 1024;
+  // 1 in 32: with a bucket lock held a third of the time by one other
+  // running thread, about 1 in 10 of the buckets shared.
+  static constexpr uint32_t kCollisionRateDivisor = 32;
+
   // Grows the table if `live_threads` calls for more buckets under the
   // policy. Blocks while another thread grows. Must be called outside any
   // ReadSection and without bucket locks held. Returns true if it grew;
@@ -225,7 +267,23 @@ class BucketTable {
   size_t TargetBuckets(size_t live_threads) const;
 
   size_t bucket_count() const;
+  // The index of `key`'s bucket in the current table (which a growth may
+  // replace at any time). Thread-safe; locks nothing.
+  size_t BucketIndex(uintptr_t key) const;
   uint64_t growths() const { return growths_.load(std::memory_order_relaxed); }
+  // Of growths(): those the collision sampling asked for (kAdaptive); the
+  // rest followed live threads.
+  uint64_t collision_growths() const {
+    return collision_growths_.load(std::memory_order_relaxed);
+  }
+  // LockBucket calls sampled (whole windows) and the collisions among them,
+  // summed over threads (kAdaptive; 0 otherwise).
+  uint64_t sampled_locks() const {
+    return sampled_locks_.load(std::memory_order_relaxed);
+  }
+  uint64_t sampled_collisions() const {
+    return sampled_collisions_.load(std::memory_order_relaxed);
+  }
   // Times the table could not get the size it asked for: each growth whose
   // new table could not be mapped, and a construction that had to fall
   // back to a smaller initial table (counted once).
@@ -248,12 +306,33 @@ class BucketTable {
   // Unmaps `table` unless it is the inline one.
   void FreeTable(Table* table);
   static size_t IndexOf(const Table* table, uintptr_t key);
+  // kAdaptive: counts one LockBucket of `key` that locked `b`, having
+  // found it held (`contended`) or not.
+  void SampleCollision(Bucket* b, uintptr_t key, bool contended) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock);
+  // Doubles a table of `from` buckets for collisions (see kCollisionWindow).
+  void GrowForCollisions(size_t from);
+  // Publishes a zeroed table of `target` buckets, moving every waiter to it;
+  // returns the old table (now unreachable to new readers), or nullptr if
+  // no growth was due or the new table could not be mapped. Takes and
+  // releases grow_lock_.
+  Table* Replace(size_t target, bool for_collisions);
+  // Frees tables retired before the caller's grace period.
+  void FreeRetired(Table* list);
 
   TableOptions options_;
   std::atomic<Table*> table_{nullptr};
   std::atomic<bool> immutable_{false};
   std::atomic<uint64_t> growths_{0};
   std::atomic<uint64_t> allocation_failures_{0};
+  std::atomic<uint64_t> collision_growths_{0};
+  mutable std::atomic<uint64_t> sampled_locks_{0};
+  mutable std::atomic<uint64_t> sampled_collisions_{0};
+  // kAdaptive: LockBucket samples collisions.
+  bool sample_collisions_ = false;
+  // Tables replaced by collision growths, not yet freed (linked through
+  // their headers); guarded by grow_lock_.
+  Table* retired_ = nullptr;
   // Readers pinning the table without RCU (see ReadSection).
   mutable std::atomic<uint64_t> pins_{0};
   mutable BucketLock grow_lock_;

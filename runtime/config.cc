@@ -44,7 +44,7 @@ static_assert(kMaxTableBuckets == 1073741824 && kMaxLoadFactor == 1024 &&
               "the texts below state the ranges");
 constexpr char kBucketsRange[] = "a whole number from 1 to 1073741824";
 constexpr char kPolicyRange[] =
-    "threads, cpus or fixed:N, N from 1 to 1073741824";
+    "threads, cpus, adaptive or fixed:N, N from 1 to 1073741824";
 constexpr char kLoadFactorRange[] = "a number above 0, at most 1024";
 constexpr char kSpinRange[] = "adaptive, off or a whole number from 0 to 64";
 constexpr char kFairRange[] = "a whole number of ns from 0 to 60000000000";
@@ -163,9 +163,10 @@ int SanitizeConfig(Config* c) {
   TableOptions& t = c->table;
   const auto policy = static_cast<int>(t.policy);
   if (t.policy != GrowthPolicy::kThreads && t.policy != GrowthPolicy::kCpus &&
-      t.policy != GrowthPolicy::kFixed) {
+      t.policy != GrowthPolicy::kFixed &&
+      t.policy != GrowthPolicy::kAdaptive) {
     reject("table.policy", absl::AlphaNum(policy).Piece(),
-           "kThreads, kCpus or kFixed",
+           "kThreads, kCpus, kFixed or kAdaptive",
            GrowthPolicyName(defaults.table.policy));
     t.policy = defaults.table.policy;
   }

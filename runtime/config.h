@@ -1,9 +1,11 @@
 // parklot's knobs: from PARKLOT_* environment variables, or set through this
 // API before the parking lot is first used.
 //
-//   PARKLOT_POLICY       threads | cpus | fixed:N, 1 <= N <= 2^30
-//                        (table growth policy)            default threads
-//   PARKLOT_BUCKETS      initial buckets (threads, cpus), 1..2^30  default 16
+//   PARKLOT_POLICY       threads | cpus | adaptive | fixed:N, 1 <= N <= 2^30
+//                        (table growth policy; adaptive = threads, and
+//                        doubles on measured collisions)  default threads
+//   PARKLOT_BUCKETS      initial buckets (threads, cpus, adaptive), 1..2^30
+//                                                         default 16
 //   PARKLOT_MAX_BUCKETS  cap, 1..2^30; reaching it freezes the table
 //                                                         default 2^19
 //   PARKLOT_LOAD_FACTOR  buckets per live thread (threads), (0, 1024]

@@ -13,9 +13,14 @@ std::string FormatStats(const Stats& s) {
       "spins: %u phases, %u acquired while spinning\n"
       "handoffs: %u\n"
       "bucket locks: %u contended (%u won spinning, %u slept), %u sleeps, "
-      "%u wakes\n"
+      "%u wakes
+"
       "bucket lock holds: %u sampled, mean %u ns, %u of 20 us or more "
-      "(holder descheduled)\n",
+      "(holder descheduled)
+"
+      "growth reasons: %u for threads, %u for collisions; collisions: %u of "
+      "%u sampled bucket locks (%.1f%%)
+",
       s.buckets, s.growths, s.growth_failures, s.live_threads,
       s.threads_registered, s.parks, s.timeouts, s.invalid, s.unparks, s.spins,
       s.spin_acquired, s.handoffs, s.bucket_lock_contended,
@@ -24,7 +29,11 @@ std::string FormatStats(const Stats& s) {
       s.bucket_lock_hold_samples == 0
           ? 0
           : s.bucket_lock_hold_ns / s.bucket_lock_hold_samples,
-      s.bucket_lock_long_holds);
+      s.bucket_lock_long_holds, s.growths - s.collision_growths,
+      s.collision_growths, s.sampled_collisions, s.sampled_locks,
+      s.sampled_locks == 0 ? 0.0
+                           : 100.0 * static_cast<double>(s.sampled_collisions) /
+                                 static_cast<double>(s.sampled_locks));
 }
 
 }  // namespace parklot

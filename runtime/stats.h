@@ -36,6 +36,13 @@ struct Stats {
   // happen, and an initial table smaller than configured. The table in
   // use keeps serving (BucketTable::allocation_failures()).
   uint64_t growth_failures = 0;
+  // Of `growths`: those driven by measured collisions (policy adaptive;
+  // BucketTable::kCollisionWindow); the others followed live threads.
+  uint64_t collision_growths = 0;
+  // The adaptive policy's sample: bucket locks counted and, of them,
+  // collisions (the bucket last locked by another thread for another key).
+  uint64_t sampled_locks = 0;
+  uint64_t sampled_collisions = 0;
   size_t buckets = 0;
   size_t live_threads = 0;
   uint64_t threads_registered = 0;

@@ -443,6 +443,9 @@ Stats GetStats() {
   BucketTable& t = GlobalTable();
   s.growths = t.growths();
   s.growth_failures = t.allocation_failures();
+  s.collision_growths = t.collision_growths();
+  s.sampled_locks = t.sampled_locks();
+  s.sampled_collisions = t.sampled_collisions();
   s.buckets = t.bucket_count();
   s.live_threads = r.live.load(std::memory_order_relaxed);
   s.threads_registered = r.registered.load(std::memory_order_relaxed);

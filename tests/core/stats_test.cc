@@ -124,9 +124,13 @@ TEST(Stats, FormatStatsShowsEveryCounter) {
   s.buckets = 4096;
   s.live_threads = 19;
   s.threads_registered = 20;
+  s.collision_growths = 5;
+  s.sampled_locks = 4096;
+  s.sampled_collisions = 1024;
   const std::string text = FormatStats(s);
   for (const char* want :
-       {"4096 buckets", "18 growths", "21 growth failures", "19 live", "20 registered",
+       {"13 for threads, 5 for collisions", "1024 of 4096 sampled",
+        "(25.0%)", "4096 buckets", "18 growths", "21 growth failures", "19 live", "20 registered",
         "parks: 11", "timed out 13", "refused by validate 14", "unparks: 12",
         "15 phases", "16 acquired", "handoffs: 17"}) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
