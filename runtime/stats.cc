@@ -13,14 +13,11 @@ std::string FormatStats(const Stats& s) {
       "spins: %u phases, %u acquired while spinning\n"
       "handoffs: %u\n"
       "bucket locks: %u contended (%u won spinning, %u slept), %u sleeps, "
-      "%u wakes
-"
+      "%u wakes\n"
       "bucket lock holds: %u sampled, mean %u ns, %u of 20 us or more "
-      "(holder descheduled)
-"
+      "(holder descheduled)\n"
       "growth reasons: %u for threads, %u for collisions; collisions: %u of "
-      "%u sampled bucket locks (%.1f%%)
-",
+      "%u sampled bucket locks (%.1f%%)\n",
       s.buckets, s.growths, s.growth_failures, s.live_threads,
       s.threads_registered, s.parks, s.timeouts, s.invalid, s.unparks, s.spins,
       s.spin_acquired, s.handoffs, s.bucket_lock_contended,
