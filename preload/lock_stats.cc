@@ -4,8 +4,9 @@
 // Only enabled runs pay for this: every hook is behind `g_stats`. The table
 // is mmap'ed open addressing (no malloc: the hooks run inside
 // pthread_mutex_lock), keyed by lock address; a full table drops new locks
-// and says how many it dropped.
-#include <fcntl.h>
+// and says how many it dropped. Counts every thread bumps (operations,
+// drops) are striped by registry index: one shared counter bounced its
+// cache line between every locking thread.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,14 +16,14 @@
 #include <new>
 #include <string>
 
-#include "absl/debugging/symbolize.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "hash/bucket_table.h"
 #include "preload/futex_ops.h"
+#include "preload/report.h"
 #include "preload/shim.h"
 #include "runtime/config.h"
 #include "runtime/stats.h"
+#include "runtime/thread_data.h"
 
 namespace parklot::preload {
 
@@ -39,16 +40,38 @@ struct LockStat {
 };
 
 constexpr size_t kSlots = 1 << 14;
+// Probes per lookup: short, so that a full table (a program with more
+// distinct locks than slots) costs each untracked acquisition a few cache
+// lines, not a scan.
+constexpr size_t kProbes = 8;
 LockStat* g_table = nullptr;
-// Programs may close stderr before our atexit handler runs (coreutils'
-// close_stdout does): report on a duplicate taken at start-up.
-int g_report_fd = STDERR_FILENO;
-std::atomic<uint64_t> g_dropped{0};
-std::atomic<uint64_t> g_ops[static_cast<int>(Op::kCount)];
+
+// Per-thread-ish counters: stripe = registry index modulo kStripes, each
+// stripe on its own cache line.
+constexpr size_t kStripes = 64;
+constexpr int kDropped = static_cast<int>(Op::kCount);
+struct alignas(64) Stripe {
+  std::atomic<uint64_t> counts[kDropped + 1];
+};
+Stripe g_stripes[kStripes];
+
+void Bump(int counter) {
+  g_stripes[CurrentThreadData()->index % kStripes].counts[counter].fetch_add(
+      1, std::memory_order_relaxed);
+}
+
+uint64_t Sum(int counter) {
+  uint64_t n = 0;
+  for (const Stripe& s : g_stripes) {
+    n += s.counts[counter].load(std::memory_order_relaxed);
+  }
+  return n;
+}
 
 LockStat* Find(uintptr_t lock) {
   size_t i = (lock * 0x9E3779B97F4A7C15ull) >> 50;  // 14 bits
-  for (size_t probe = 0; probe < 64; ++probe, i = (i + 1) & (kSlots - 1)) {
+  for (size_t probe = 0; probe < kProbes;
+       ++probe, i = (i + 1) & (kSlots - 1)) {
     LockStat& s = g_table[i];
     uintptr_t cur = s.lock.load(std::memory_order_acquire);
     if (cur == lock) return &s;
@@ -63,17 +86,6 @@ LockStat* Find(uintptr_t lock) {
   return nullptr;
 }
 
-void WriteAll(absl::string_view text) {
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = write(g_report_fd, p, left);
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-}
-
 }  // namespace
 
 void EnableLockStats() {
@@ -81,9 +93,6 @@ void EnableLockStats() {
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return;
   g_table = static_cast<LockStat*>(p);
-  const int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
-  if (fd >= 0) g_report_fd = fd;
-  absl::InitializeSymbolizer("/proc/self/exe");
   g_stats = true;
 }
 
@@ -92,7 +101,7 @@ void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
   CountOp(Op::kMutexLock);
   LockStat* s = Find(reinterpret_cast<uintptr_t>(lock));
   if (s == nullptr) {
-    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    Bump(kDropped);
     return;
   }
   s->acquisitions.fetch_add(1, std::memory_order_relaxed);
@@ -105,9 +114,7 @@ void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
                                     std::memory_order_relaxed);
 }
 
-void CountOp(Op op) {
-  g_ops[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed);
-}
+void CountOp(Op op) { Bump(static_cast<int>(op)); }
 
 std::string StatsReport() {
   std::string out = "parklot statistics (pid " + std::to_string(getpid()) +
@@ -117,7 +124,7 @@ std::string StatsReport() {
       &out,
       "served by parklot: %u mutex acquisitions, %u cond waits, %u signals, "
       "%u broadcasts\n",
-      g_ops[0].load(), g_ops[1].load(), g_ops[2].load(), g_ops[3].load());
+      Sum(0), Sum(1), Sum(2), Sum(3));
   out += futex::FormatCounts();  // empty unless PARKLOT_SYSCALL_FUTEX=1
   if (g_table == nullptr) return out;
   // The ten locks with the most total wait time.
@@ -137,35 +144,28 @@ std::string StatsReport() {
     out += "most contended locks: none (no acquisition had to wait)\n";
     return out;
   }
-  const bool symbolize = CanMapNow(size_t{1} << 20);
   out += "most contended locks:\n";
   absl::StrAppendFormat(&out, "  %-18s %12s %12s %14s  %s\n", "lock",
                         "acquired", "contended", "wait ms", "first caller");
   for (LockStat* s : top) {
     if (s == nullptr) break;
-    char sym[256] = "?";
-    const uintptr_t caller = s->caller.load();
-    // Abseil's symbolizer aborts when its allocator cannot map memory:
-    // with memory that short, the report gives addresses.
-    if (caller != 0 &&
-        !(symbolize && absl::Symbolize(reinterpret_cast<void*>(caller - 1), sym,
-                                       sizeof(sym)))) {
-      absl::SNPrintF(sym, sizeof(sym), "%p", reinterpret_cast<void*>(caller));
-    }
+    char sym[768];
+    DescribeCallSite(reinterpret_cast<const void*>(s->caller.load()), sym,
+                     sizeof(sym));
     absl::StrAppendFormat(&out, "  %#-18x %12u %12u %14.3f  %s\n",
                           s->lock.load(), s->acquisitions.load(),
                           s->contended.load(), s->wait_ns.load() / 1e6, sym);
   }
-  if (g_dropped.load() != 0) {
+  if (const uint64_t dropped = Sum(kDropped); dropped != 0) {
     absl::StrAppendFormat(&out, "  (%u acquisitions of untracked locks)\n",
-                          g_dropped.load());
+                          dropped);
   }
   return out;
 }
 
 void PrintStatsReport() {
   try {
-    WriteAll(StatsReport());
+    WriteReport(Sink::kStats, StatsReport());
   } catch (const std::bad_alloc&) {
     // Memory ran out (the report is the one thing here that allocates):
     // the table's figures still fit on the stack.
@@ -177,7 +177,8 @@ void PrintStatsReport() {
         "table: %u buckets, %u growths, %u growth failures\n",
         getpid(), st.buckets, st.growths, st.growth_failures);
     if (n > 0) {
-      WriteAll(absl::string_view(line, std::min<size_t>(n, sizeof(line) - 1)));
+      WriteReport(Sink::kStats, absl::string_view(
+                                    line, std::min<size_t>(n, sizeof(line) - 1)));
     }
   }
 }

@@ -23,10 +23,16 @@ need() {
   command -v "$1" >/dev/null || [ -x "$1" ] || { fail "$1 not installed (tools/setup installs it)"; return 1; }
 }
 
-# Runs "$@" under the shim with statistics on; output in $work/out, stats
-# in $work/stats. Returns the program's exit status.
+# Runs "$@" under the shim with statistics on; output in $work/out, stderr
+# and every process's statistics (one file per pid: forked workers that
+# leave by _exit report only so) in $work/stats. Returns the program's exit
+# status.
 under_shim() {
-  PARKLOT_STATS=1 LD_PRELOAD="$preload" timeout "$limit" "$@" >"$work/out" 2>"$work/stats"
+  rm -f "$work"/stats.*
+  PARKLOT_STATS="$work/stats.%p" LD_PRELOAD="$preload" timeout "$limit" "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  cat "$work/err" "$work"/stats.* >"$work/stats" 2>/dev/null
+  return "$rc"
 }
 
 # The number of lock operations parklot served, summed over all processes.
