@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "hash/futex.h"
+#include "preload/deadlock.h"
 #include "preload/report.h"
 #include "preload/shim.h"
 #include "runtime/config.h"
@@ -26,6 +27,7 @@ __attribute__((constructor)) void Init() {
   if (config.stats || config.deadlock != DeadlockMode::kOff) {
     InitReportSinks(config);
   }
+  if (config.deadlock != DeadlockMode::kOff) EnableDeadlockDetection(config);
   if (config.stats) {
     EnableLockStats();
     atexit(AtExit);
