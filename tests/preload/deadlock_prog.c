@@ -43,7 +43,9 @@ static NOINLINE void take_ba(void) {
   pthread_mutex_unlock(&B);
 }
 
-static void pair(pthread_mutex_t* x, pthread_mutex_t* y) {
+/* Inlined, so that the call sites are in the named callers. */
+static inline __attribute__((always_inline)) void pair(pthread_mutex_t* x,
+                                                       pthread_mutex_t* y) {
   pthread_mutex_lock(x);
   pthread_mutex_lock(y);
   pthread_mutex_unlock(y);
