@@ -35,7 +35,7 @@ bool g_abort = false;
 // --- Per-thread records, by registry index ---------------------------------
 
 constexpr int kMaxHeld = 32;
-constexpr int kEdgeCache = 16;
+constexpr int kEdgeCache = 32;
 
 struct Held {
   std::atomic<uintptr_t> lock{0};
@@ -68,7 +68,22 @@ constexpr uint32_t kRecords = 1 << 14;  // threads beyond are not tracked
 ThreadRecord* g_records = nullptr;
 std::atomic<uint32_t> g_records_used{0};  // highest index + 1 seen
 
-ThreadRecord* Record() {
+// The calling thread's record once found (a thread's TLS starts null).
+__attribute__((tls_model("initial-exec"))) thread_local ThreadRecord*
+    t_record = nullptr;
+
+ThreadRecord* FindRecord();
+
+// After the lot's exit hook released the thread's registry index (a new
+// thread may have its record), a thread still locking in later
+// destructors has none.
+inline ThreadRecord* Record() {
+  ThreadRecord* r = t_record;
+  if (__builtin_expect(r != nullptr && !internal::t_data.exited, 1)) return r;
+  return FindRecord();
+}
+
+ThreadRecord* FindRecord() {
   ThreadData* td = CurrentThreadData();
   if (td->exited || td->index >= kRecords) return nullptr;
   ThreadRecord* r = &g_records[td->index];
@@ -86,6 +101,7 @@ ThreadRecord* Record() {
                                                  std::memory_order_relaxed)) {
     }
   }
+  t_record = r;
   return r;
 }
 
@@ -336,16 +352,57 @@ bool AddEdge(const ThreadRecord* r, const Held& held, uintptr_t lock,
   return true;
 }
 
-bool CacheHit(ThreadRecord* r, uintptr_t from, uintptr_t to, uint64_t epoch) {
-  const auto& c = r->cache[(from ^ (to >> 4)) % kEdgeCache];
-  return c.epoch == epoch && c.from == from && c.to == to;
+// Edges known to be in the graph (or rejected), for lookups without the
+// graph's spinlock: a per-thread cache, then a process-wide set of 64-bit
+// fingerprints of (from, to, epoch). A fingerprint collision would hide
+// one edge (odds 2^-64 a lookup); a full probe window overwrites its first
+// entry (the set is a cache: a miss only costs the spinlock).
+constexpr size_t kKnownEdges = 1 << 16;
+constexpr size_t kKnownProbes = 4;
+std::atomic<uint64_t>* g_known_edges = nullptr;
+
+uint64_t Fingerprint(uintptr_t from, uintptr_t to, uint64_t epoch) {
+  uint64_t h = from * 0x9E3779B97F4A7C15ull;
+  h = (h ^ (h >> 29) ^ to) * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 31) ^ epoch) * 0x94D049BB133111EBull;
+  h ^= h >> 32;
+  return h | 1;  // 0 marks a free entry
 }
 
+bool CacheHit(ThreadRecord* r, uintptr_t from, uintptr_t to, uint64_t epoch) {
+  auto& c = r->cache[(from ^ (to >> 4)) % kEdgeCache];
+  if (c.epoch == epoch && c.from == from && c.to == to) return true;
+  const uint64_t f = Fingerprint(from, to, epoch);
+  const size_t i = f % (kKnownEdges - kKnownProbes);
+  for (size_t p = 0; p < kKnownProbes; ++p) {
+    if (g_known_edges[i + p].load(std::memory_order_relaxed) == f) {
+      c.from = from;
+      c.to = to;
+      c.epoch = epoch;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Under g_graph_mu, for an edge now in the graph (or rejected).
 void CacheAdd(ThreadRecord* r, uintptr_t from, uintptr_t to, uint64_t epoch) {
   auto& c = r->cache[(from ^ (to >> 4)) % kEdgeCache];
   c.from = from;
   c.to = to;
   c.epoch = epoch;
+  const uint64_t f = Fingerprint(from, to, epoch);
+  const size_t i = f % (kKnownEdges - kKnownProbes);
+  size_t slot = i;
+  for (size_t p = 0; p < kKnownProbes; ++p) {
+    const uint64_t cur = g_known_edges[i + p].load(std::memory_order_relaxed);
+    if (cur == f) return;
+    if (cur == 0) {
+      slot = i + p;
+      break;
+    }
+  }
+  g_known_edges[slot].store(f, std::memory_order_relaxed);
 }
 
 // --- Wait-for cycles ---------------------------------------------------------
@@ -424,7 +481,8 @@ void* MapZeroed(size_t bytes) {
 void EnableDeadlockDetection(const Config& config) {
   void* records = MapZeroed(sizeof(ThreadRecord) * kRecords);
   void* edges = MapZeroed(sizeof(EdgeInfo) * kEdges);
-  if (records == nullptr || edges == nullptr) {
+  void* known = MapZeroed(sizeof(std::atomic<uint64_t>) * kKnownEdges);
+  if (records == nullptr || edges == nullptr || known == nullptr) {
     static const char kMsg[] =
         "parklot: no memory for PARKLOT_DEADLOCK's tables; detection off\n";
     WriteReport(Sink::kReport, kMsg);
@@ -433,6 +491,7 @@ void EnableDeadlockDetection(const Config& config) {
   // Zero-filled memory is what the default constructors would write.
   g_records = static_cast<ThreadRecord*>(records);
   g_edges = static_cast<EdgeInfo*>(edges);
+  g_known_edges = static_cast<std::atomic<uint64_t>*>(known);
   g_graph = new (g_graph_storage) GraphCycles();
   g_abort = config.deadlock == DeadlockMode::kAbort;
   pthread_atfork(ForkPrepare, ForkParent, ForkChild);

@@ -3,8 +3,9 @@
 //
 // Only enabled runs pay for this: every hook is behind `g_stats`. The table
 // is mmap'ed open addressing (no malloc: the hooks run inside
-// pthread_mutex_lock), keyed by lock address; a full table drops new locks
-// and says how many it dropped. Counts every thread bumps (operations,
+// pthread_mutex_lock), keyed by lock address, of the locks that have had a
+// contended acquisition; a full table drops new locks and says how many
+// contended acquisitions it dropped. Counts every thread bumps (operations,
 // drops) are striped by registry index: one shared counter bounced its
 // cache line between every locking thread.
 #include <sys/mman.h>
@@ -40,46 +41,69 @@ struct LockStat {
 };
 
 constexpr size_t kSlots = 1 << 14;
-// Probes per lookup: short, so that a full table (a program with more
-// distinct locks than slots) costs each untracked acquisition a few cache
-// lines, not a scan.
+// A lookup probes one group of kProbes keys, one cache line of a compact
+// key array: a full table (a program with more distinct locks than slots)
+// costs an untracked acquisition that one line, not a walk over the
+// statistics.
 constexpr size_t kProbes = 8;
+struct alignas(64) KeyGroup {
+  std::atomic<uintptr_t> key[kProbes];
+};
+KeyGroup* g_keys = nullptr;  // kSlots / kProbes groups; key i -> g_table[i]
 LockStat* g_table = nullptr;
 
 // Per-thread-ish counters: stripe = registry index modulo kStripes, each
 // stripe on its own cache line.
-constexpr size_t kStripes = 64;
+constexpr size_t kStripes = 256;
 constexpr int kDropped = static_cast<int>(Op::kCount);
 struct alignas(64) Stripe {
   std::atomic<uint64_t> counts[kDropped + 1];
 };
-Stripe g_stripes[kStripes];
+Stripe* g_stripes = nullptr;  // kStripes
 
+// A load and a store, not a locked read-modify-write (a full barrier on
+// x86, on every acquisition): threads with registry indexes below
+// kStripes have stripes of their own; beyond, two threads sharing a stripe
+// may lose a count to each other.
 void Bump(int counter) {
-  g_stripes[CurrentThreadData()->index % kStripes].counts[counter].fetch_add(
-      1, std::memory_order_relaxed);
+  std::atomic<uint64_t>& c =
+      g_stripes[CurrentThreadData()->index % kStripes].counts[counter];
+  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// A bit per lock-address hash, set when a lock enters the table: an
+// uncontended acquisition looks the lock up only if its bit is set. 4 KiB,
+// so it stays in cache where the table's cache lines would not.
+constexpr size_t kFilterBits = 1 << 15;
+std::atomic<uint64_t>* g_filter = nullptr;  // kFilterBits / 64 words
+
+size_t FilterBit(uintptr_t lock) {
+  return (lock * 0xC2B2AE3D27D4EB4Full) >> (64 - 15);
 }
 
 uint64_t Sum(int counter) {
   uint64_t n = 0;
-  for (const Stripe& s : g_stripes) {
-    n += s.counts[counter].load(std::memory_order_relaxed);
+  for (size_t i = 0; g_stripes != nullptr && i < kStripes; ++i) {
+    n += g_stripes[i].counts[counter].load(std::memory_order_relaxed);
   }
   return n;
 }
 
-LockStat* Find(uintptr_t lock) {
-  size_t i = (lock * 0x9E3779B97F4A7C15ull) >> 50;  // 14 bits
-  for (size_t probe = 0; probe < kProbes;
-       ++probe, i = (i + 1) & (kSlots - 1)) {
-    LockStat& s = g_table[i];
-    uintptr_t cur = s.lock.load(std::memory_order_acquire);
-    if (cur == lock) return &s;
-    if (cur == 0) {
-      if (s.lock.compare_exchange_strong(cur, lock,
-                                         std::memory_order_acq_rel) ||
+// The lock's statistics; a new entry if `insert` and there is room.
+LockStat* Find(uintptr_t lock, bool insert) {
+  const size_t g = (lock * 0x9E3779B97F4A7C15ull) >> 53;  // 11 bits
+  static_assert(kSlots / kProbes == 1 << 11, "Find takes 11 bits");
+  std::atomic<uintptr_t>* keys = g_keys[g].key;
+  for (size_t i = 0; i < kProbes; ++i) {
+    uintptr_t cur = keys[i].load(std::memory_order_acquire);
+    if (cur == lock) return &g_table[g * kProbes + i];
+    if (cur == 0 && insert) {
+      if (keys[i].compare_exchange_strong(cur, lock,
+                                          std::memory_order_acq_rel) ||
           cur == lock) {
-        return &s;
+        LockStat* s = &g_table[g * kProbes + i];
+        s->lock.store(lock, std::memory_order_relaxed);
+        return s;
       }
     }
   }
@@ -89,20 +113,50 @@ LockStat* Find(uintptr_t lock) {
 }  // namespace
 
 void EnableLockStats() {
-  void* p = mmap(nullptr, kSlots * sizeof(LockStat), PROT_READ | PROT_WRITE,
+  // Keys, statistics and counters in one 2 MiB-aligned region the kernel
+  // may back with one huge page: a program that walks more lock memory
+  // than the TLB covers (millions of mutexes) otherwise pays a page walk
+  // for each of these pages on every acquisition, on top of its own.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t keys = kSlots / kProbes * sizeof(KeyGroup);
+  const size_t stripes = kStripes * sizeof(Stripe);
+  const size_t filter = kFilterBits / 8;
+  const size_t bytes = keys + stripes + filter + kSlots * sizeof(LockStat);
+  static_assert(kSlots / kProbes * sizeof(KeyGroup) + kStripes * sizeof(Stripe) +
+                        kFilterBits / 8 + kSlots * sizeof(LockStat) <=
+                    size_t{2} << 20,
+                "one huge page");
+  void* p = mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return;
-  g_table = static_cast<LockStat*>(p);
+  char* base = reinterpret_cast<char*>(
+      (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1));
+  madvise(base, kHuge, MADV_HUGEPAGE);  // advice: fine if refused
+  g_keys = reinterpret_cast<KeyGroup*>(base);
+  g_stripes = reinterpret_cast<Stripe*>(base + keys);
+  g_filter = reinterpret_cast<std::atomic<uint64_t>*>(base + keys + stripes);
+  g_table = reinterpret_cast<LockStat*>(base + keys + stripes + filter);
   g_stats = true;
 }
 
 void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
                    const void* caller) {
   CountOp(Op::kMutexLock);
-  LockStat* s = Find(reinterpret_cast<uintptr_t>(lock));
+  const auto key = reinterpret_cast<uintptr_t>(lock);
+  const size_t bit = FilterBit(key);
+  std::atomic<uint64_t>& word = g_filter[bit / 64];
+  const uint64_t mask = uint64_t{1} << (bit % 64);
+  // The table holds locks that have been contended: an uncontended
+  // acquisition of any other lock costs no table line (a program with
+  // millions of locks would miss the cache on each).
+  if (!contended && (word.load(std::memory_order_relaxed) & mask) == 0) return;
+  LockStat* s = Find(key, contended);
   if (s == nullptr) {
-    Bump(kDropped);
+    if (contended) Bump(kDropped);
     return;
+  }
+  if (contended && (word.load(std::memory_order_relaxed) & mask) == 0) {
+    word.fetch_or(mask, std::memory_order_relaxed);
   }
   s->acquisitions.fetch_add(1, std::memory_order_relaxed);
   if (!contended) return;
@@ -156,9 +210,11 @@ std::string StatsReport() {
                           s->lock.load(), s->acquisitions.load(),
                           s->contended.load(), s->wait_ns.load() / 1e6, sym);
   }
+  out += "  (acquired: counted from the lock's first contended acquisition)\n";
   if (const uint64_t dropped = Sum(kDropped); dropped != 0) {
-    absl::StrAppendFormat(&out, "  (%u acquisitions of untracked locks)\n",
-                          dropped);
+    absl::StrAppendFormat(
+        &out, "  (%u contended acquisitions of locks the table had no room for)\n",
+        dropped);
   }
   return out;
 }
