@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
@@ -23,6 +24,9 @@ struct SinkState {
 SinkState g_sinks[2];
 int g_stderr_dup = STDERR_FILENO;
 pid_t g_start_pid = 0;
+// The executable's full path: dladdr names it by argv[0], which may be
+// relative to a directory the reader is not in.
+char g_exe[PATH_MAX] = "";
 
 SinkState& StateOf(Sink sink) { return g_sinks[static_cast<int>(sink)]; }
 
@@ -78,6 +82,10 @@ bool ModuleAddress(uintptr_t pc, const char** module, uintptr_t* addr) {
   *module = info.dli_fname != nullptr && info.dli_fname[0] != '\0'
                 ? info.dli_fname
                 : "?";
+  if (g_exe[0] != '\0' && program_invocation_name != nullptr &&
+      strcmp(*module, program_invocation_name) == 0) {
+    *module = g_exe;
+  }
   const auto* ehdr = static_cast<const Elf64_Ehdr*>(info.dli_fbase);
   const uintptr_t base = ehdr->e_type == ET_EXEC
                              ? 0
@@ -119,6 +127,8 @@ void InitReportSinks(const Config& config) {
   SetPath(&StateOf(Sink::kReport), config.report_path);
   const int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
   if (fd >= 0) g_stderr_dup = fd;
+  const ssize_t n = readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1);
+  g_exe[n > 0 ? n : 0] = '\0';
   absl::InitializeSymbolizer("/proc/self/exe");
 }
 
