@@ -3,6 +3,7 @@
 #include <threads.h>
 #include <unistd.h>
 
+#include "preload/deadlock.h"
 #include "preload/shim.h"
 #include "sync/condvar.h"
 #include "sync/mutex.h"
@@ -66,6 +67,9 @@ class WaitingMutex {
     depth_ = m_->__data.__count;
     MutexCondWaiters(m_)->fetch_add(1, std::memory_order_relaxed);
     entered_ = true;
+    // The wait releases the mutex (unless KeepsLock): off the held list
+    // until the destructor re-takes it (deadlock.h).
+    if (g_deadlock && !KeepsLock()) site_ = DeadlockReleased(m_);
     return 0;
   }
 
@@ -84,6 +88,10 @@ class WaitingMutex {
   ~WaitingMutex() {
     if (!entered_) return;
     if (relock_) MutexCore::Lock(MutexWord(m_), MutexEma(m_));
+    if (g_deadlock && !KeepsLock()) {
+      DeadlockBeforeLock(m_, LockMode::kExclusive, site_);
+      DeadlockAcquired(m_, LockMode::kExclusive, site_);
+    }
     // Another thread may have locked and unlocked it meanwhile.
     if (recursive_) m_->__data.__count = depth_;
     MutexCondWaiters(m_)->fetch_sub(1, std::memory_order_relaxed);
@@ -95,6 +103,7 @@ class WaitingMutex {
   bool recursive_ = false;
   bool entered_ = false;
   bool relock_ = false;
+  const void* site_ = nullptr;  // where the caller took the mutex
 };
 
 // Waits on a condvar the shim owns. `abstime`: valid, or nullptr for no

@@ -2,6 +2,8 @@
 #include <stdlib.h>
 
 #include "hash/futex.h"
+#include "preload/deadlock.h"
+#include "preload/report.h"
 #include "preload/shim.h"
 #include "runtime/config.h"
 
@@ -21,7 +23,12 @@ void AtExit() { PrintStatsReport(); }
 __attribute__((constructor)) void Init() {
   RealGlibc();
   pthread_atfork(nullptr, nullptr, ResetStandInsInChild);
-  if (GetConfig().stats) {
+  const Config& config = GetConfig();
+  if (config.stats || config.deadlock != DeadlockMode::kOff) {
+    InitReportSinks(config);
+  }
+  if (config.deadlock != DeadlockMode::kOff) EnableDeadlockDetection(config);
+  if (config.stats) {
     EnableLockStats();
     atexit(AtExit);
   }
@@ -31,10 +38,16 @@ __attribute__((constructor)) void Init() {
 }  // namespace parklot::preload
 
 extern "C" {
-// With PARKLOT_STATS=1, processes that end with _exit (forked workers, as
-// stress-ng's) report too. exit() reaches the kernel without this symbol.
+// With PARKLOT_STATS, a process that ends with _exit reports too: the one
+// the shim started in, and forked workers (as stress-ng's) where the path
+// has %p; a fork child that leaves by _exit prints nothing unasked (its
+// parent's output is what the program checks). exit() reaches the kernel
+// without this symbol.
 __attribute__((visibility("default"), noreturn)) void _exit(int status) {
-  if (parklot::preload::g_stats) parklot::preload::PrintStatsReport();
+  if (parklot::preload::g_stats &&
+      parklot::preload::ReportsAtUnderscoreExit(parklot::preload::Sink::kStats)) {
+    parklot::preload::PrintStatsReport();
+  }
   parklot::RawSyscall6(SYS_exit_group, status, 0, 0, 0, 0, 0);
   __builtin_unreachable();
 }

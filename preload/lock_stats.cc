@@ -3,9 +3,11 @@
 //
 // Only enabled runs pay for this: every hook is behind `g_stats`. The table
 // is mmap'ed open addressing (no malloc: the hooks run inside
-// pthread_mutex_lock), keyed by lock address; a full table drops new locks
-// and says how many it dropped.
-#include <fcntl.h>
+// pthread_mutex_lock), keyed by lock address, of the locks that have had a
+// contended acquisition; a full table drops new locks and says how many
+// contended acquisitions it dropped. Counts every thread bumps (operations,
+// drops) are striped by registry index: one shared counter bounced its
+// cache line between every locking thread.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,14 +17,14 @@
 #include <new>
 #include <string>
 
-#include "absl/debugging/symbolize.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "hash/bucket_table.h"
 #include "preload/futex_ops.h"
+#include "preload/report.h"
 #include "preload/shim.h"
 #include "runtime/config.h"
 #include "runtime/stats.h"
+#include "runtime/thread_data.h"
 
 namespace parklot::preload {
 
@@ -39,61 +41,122 @@ struct LockStat {
 };
 
 constexpr size_t kSlots = 1 << 14;
+// A lookup probes one group of kProbes keys, one cache line of a compact
+// key array: a full table (a program with more distinct locks than slots)
+// costs an untracked acquisition that one line, not a walk over the
+// statistics.
+constexpr size_t kProbes = 8;
+struct alignas(64) KeyGroup {
+  std::atomic<uintptr_t> key[kProbes];
+};
+KeyGroup* g_keys = nullptr;  // kSlots / kProbes groups; key i -> g_table[i]
 LockStat* g_table = nullptr;
-// Programs may close stderr before our atexit handler runs (coreutils'
-// close_stdout does): report on a duplicate taken at start-up.
-int g_report_fd = STDERR_FILENO;
-std::atomic<uint64_t> g_dropped{0};
-std::atomic<uint64_t> g_ops[static_cast<int>(Op::kCount)];
 
-LockStat* Find(uintptr_t lock) {
-  size_t i = (lock * 0x9E3779B97F4A7C15ull) >> 50;  // 14 bits
-  for (size_t probe = 0; probe < 64; ++probe, i = (i + 1) & (kSlots - 1)) {
-    LockStat& s = g_table[i];
-    uintptr_t cur = s.lock.load(std::memory_order_acquire);
-    if (cur == lock) return &s;
-    if (cur == 0) {
-      if (s.lock.compare_exchange_strong(cur, lock,
-                                         std::memory_order_acq_rel) ||
+// Per-thread-ish counters: stripe = registry index modulo kStripes, each
+// stripe on its own cache line.
+constexpr size_t kStripes = 256;
+constexpr int kDropped = static_cast<int>(Op::kCount);
+struct alignas(64) Stripe {
+  std::atomic<uint64_t> counts[kDropped + 1];
+};
+Stripe* g_stripes = nullptr;  // kStripes
+
+// A load and a store, not a locked read-modify-write (a full barrier on
+// x86, on every acquisition): threads with registry indexes below
+// kStripes have stripes of their own; beyond, two threads sharing a stripe
+// may lose a count to each other.
+void Bump(int counter) {
+  std::atomic<uint64_t>& c =
+      g_stripes[CurrentThreadData()->index % kStripes].counts[counter];
+  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// A bit per lock-address hash, set when a lock enters the table: an
+// uncontended acquisition looks the lock up only if its bit is set. 4 KiB,
+// so it stays in cache where the table's cache lines would not.
+constexpr size_t kFilterBits = 1 << 15;
+std::atomic<uint64_t>* g_filter = nullptr;  // kFilterBits / 64 words
+
+size_t FilterBit(uintptr_t lock) {
+  return (lock * 0xC2B2AE3D27D4EB4Full) >> (64 - 15);
+}
+
+uint64_t Sum(int counter) {
+  uint64_t n = 0;
+  for (size_t i = 0; g_stripes != nullptr && i < kStripes; ++i) {
+    n += g_stripes[i].counts[counter].load(std::memory_order_relaxed);
+  }
+  return n;
+}
+
+// The lock's statistics; a new entry if `insert` and there is room.
+LockStat* Find(uintptr_t lock, bool insert) {
+  const size_t g = (lock * 0x9E3779B97F4A7C15ull) >> 53;  // 11 bits
+  static_assert(kSlots / kProbes == 1 << 11, "Find takes 11 bits");
+  std::atomic<uintptr_t>* keys = g_keys[g].key;
+  for (size_t i = 0; i < kProbes; ++i) {
+    uintptr_t cur = keys[i].load(std::memory_order_acquire);
+    if (cur == lock) return &g_table[g * kProbes + i];
+    if (cur == 0 && insert) {
+      if (keys[i].compare_exchange_strong(cur, lock,
+                                          std::memory_order_acq_rel) ||
           cur == lock) {
-        return &s;
+        LockStat* s = &g_table[g * kProbes + i];
+        s->lock.store(lock, std::memory_order_relaxed);
+        return s;
       }
     }
   }
   return nullptr;
 }
 
-void WriteAll(absl::string_view text) {
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = write(g_report_fd, p, left);
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-}
-
 }  // namespace
 
 void EnableLockStats() {
-  void* p = mmap(nullptr, kSlots * sizeof(LockStat), PROT_READ | PROT_WRITE,
+  // Keys, statistics and counters in one 2 MiB-aligned region the kernel
+  // may back with one huge page: a program that walks more lock memory
+  // than the TLB covers (millions of mutexes) otherwise pays a page walk
+  // for each of these pages on every acquisition, on top of its own.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t keys = kSlots / kProbes * sizeof(KeyGroup);
+  const size_t stripes = kStripes * sizeof(Stripe);
+  const size_t filter = kFilterBits / 8;
+  const size_t bytes = keys + stripes + filter + kSlots * sizeof(LockStat);
+  static_assert(kSlots / kProbes * sizeof(KeyGroup) + kStripes * sizeof(Stripe) +
+                        kFilterBits / 8 + kSlots * sizeof(LockStat) <=
+                    size_t{2} << 20,
+                "one huge page");
+  void* p = mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return;
-  g_table = static_cast<LockStat*>(p);
-  const int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
-  if (fd >= 0) g_report_fd = fd;
-  absl::InitializeSymbolizer("/proc/self/exe");
+  char* base = reinterpret_cast<char*>(
+      (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1));
+  madvise(base, kHuge, MADV_HUGEPAGE);  // advice: fine if refused
+  g_keys = reinterpret_cast<KeyGroup*>(base);
+  g_stripes = reinterpret_cast<Stripe*>(base + keys);
+  g_filter = reinterpret_cast<std::atomic<uint64_t>*>(base + keys + stripes);
+  g_table = reinterpret_cast<LockStat*>(base + keys + stripes + filter);
   g_stats = true;
 }
 
 void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
                    const void* caller) {
   CountOp(Op::kMutexLock);
-  LockStat* s = Find(reinterpret_cast<uintptr_t>(lock));
+  const auto key = reinterpret_cast<uintptr_t>(lock);
+  const size_t bit = FilterBit(key);
+  std::atomic<uint64_t>& word = g_filter[bit / 64];
+  const uint64_t mask = uint64_t{1} << (bit % 64);
+  // The table holds locks that have been contended: an uncontended
+  // acquisition of any other lock costs no table line (a program with
+  // millions of locks would miss the cache on each).
+  if (!contended && (word.load(std::memory_order_relaxed) & mask) == 0) return;
+  LockStat* s = Find(key, contended);
   if (s == nullptr) {
-    g_dropped.fetch_add(1, std::memory_order_relaxed);
+    if (contended) Bump(kDropped);
     return;
+  }
+  if (contended && (word.load(std::memory_order_relaxed) & mask) == 0) {
+    word.fetch_or(mask, std::memory_order_relaxed);
   }
   s->acquisitions.fetch_add(1, std::memory_order_relaxed);
   if (!contended) return;
@@ -105,9 +168,7 @@ void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
                                     std::memory_order_relaxed);
 }
 
-void CountOp(Op op) {
-  g_ops[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed);
-}
+void CountOp(Op op) { Bump(static_cast<int>(op)); }
 
 std::string StatsReport() {
   std::string out = "parklot statistics (pid " + std::to_string(getpid()) +
@@ -117,7 +178,7 @@ std::string StatsReport() {
       &out,
       "served by parklot: %u mutex acquisitions, %u cond waits, %u signals, "
       "%u broadcasts\n",
-      g_ops[0].load(), g_ops[1].load(), g_ops[2].load(), g_ops[3].load());
+      Sum(0), Sum(1), Sum(2), Sum(3));
   out += futex::FormatCounts();  // empty unless PARKLOT_SYSCALL_FUTEX=1
   if (g_table == nullptr) return out;
   // The ten locks with the most total wait time.
@@ -137,35 +198,30 @@ std::string StatsReport() {
     out += "most contended locks: none (no acquisition had to wait)\n";
     return out;
   }
-  const bool symbolize = CanMapNow(size_t{1} << 20);
   out += "most contended locks:\n";
   absl::StrAppendFormat(&out, "  %-18s %12s %12s %14s  %s\n", "lock",
                         "acquired", "contended", "wait ms", "first caller");
   for (LockStat* s : top) {
     if (s == nullptr) break;
-    char sym[256] = "?";
-    const uintptr_t caller = s->caller.load();
-    // Abseil's symbolizer aborts when its allocator cannot map memory:
-    // with memory that short, the report gives addresses.
-    if (caller != 0 &&
-        !(symbolize && absl::Symbolize(reinterpret_cast<void*>(caller - 1), sym,
-                                       sizeof(sym)))) {
-      absl::SNPrintF(sym, sizeof(sym), "%p", reinterpret_cast<void*>(caller));
-    }
+    char sym[768];
+    DescribeCallSite(reinterpret_cast<const void*>(s->caller.load()), sym,
+                     sizeof(sym));
     absl::StrAppendFormat(&out, "  %#-18x %12u %12u %14.3f  %s\n",
                           s->lock.load(), s->acquisitions.load(),
                           s->contended.load(), s->wait_ns.load() / 1e6, sym);
   }
-  if (g_dropped.load() != 0) {
-    absl::StrAppendFormat(&out, "  (%u acquisitions of untracked locks)\n",
-                          g_dropped.load());
+  out += "  (acquired: counted from the lock's first contended acquisition)\n";
+  if (const uint64_t dropped = Sum(kDropped); dropped != 0) {
+    absl::StrAppendFormat(
+        &out, "  (%u contended acquisitions of locks the table had no room for)\n",
+        dropped);
   }
   return out;
 }
 
 void PrintStatsReport() {
   try {
-    WriteAll(StatsReport());
+    WriteReport(Sink::kStats, StatsReport());
   } catch (const std::bad_alloc&) {
     // Memory ran out (the report is the one thing here that allocates):
     // the table's figures still fit on the stack.
@@ -177,7 +233,8 @@ void PrintStatsReport() {
         "table: %u buckets, %u growths, %u growth failures\n",
         getpid(), st.buckets, st.growths, st.growth_failures);
     if (n > 0) {
-      WriteAll(absl::string_view(line, std::min<size_t>(n, sizeof(line) - 1)));
+      WriteReport(Sink::kStats, absl::string_view(
+                                    line, std::min<size_t>(n, sizeof(line) - 1)));
     }
   }
 }

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <threads.h>
 
+#include "preload/deadlock.h"
 #include "preload/shim.h"
 #include "sync/mutex.h"
 
@@ -32,9 +33,11 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
       return 0;
     }
   }
+  if (g_deadlock) DeadlockBeforeLock(m, LockMode::kExclusive, caller);
   if (MutexCore::LockFast(word)) {
     if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
     if (g_stats) RecordAcquire(m, false, 0, caller);
+    if (g_deadlock) DeadlockAcquired(m, LockMode::kExclusive, caller);
     return 0;
   }
   Deadline deadline = Deadline::Never();
@@ -43,16 +46,54 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
     deadline = Deadline::FromTimespec(*abstime, clock);
   }
   const int64_t t0 = g_stats ? MonotonicNanos() : 0;
-  if (!MutexCore::LockSlow(word, MutexEma(m), deadline)) return ETIMEDOUT;
+  const bool ok =
+      g_deadlock
+          ? AcquireWatched(m, LockMode::kExclusive, caller, deadline,
+                           [m, word](const Deadline& d) {
+                             return MutexCore::LockSlow(word, MutexEma(m), d);
+                           })
+          : MutexCore::LockSlow(word, MutexEma(m), deadline);
+  if (!ok) return ETIMEDOUT;
   if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
   if (g_stats) RecordAcquire(m, true, MonotonicNanos() - t0, caller);
+  if (g_deadlock) DeadlockAcquired(m, LockMode::kExclusive, caller);
   return 0;
+}
+
+// After glibc's lock, trylock or timed lock of a mutex glibc runs returned
+// `rc`: under PARKLOT_DEADLOCK, lists it as held unless it was a recursive
+// re-lock. Returns `rc`.
+int GlibcAcquired(pthread_mutex_t* m, int rc, const void* caller) {
+  if (g_deadlock && (rc == 0 || rc == EOWNERDEAD) && m->__data.__count <= 1) {
+    DeadlockAcquired(m, LockMode::kExclusive, caller);
+  }
+  return rc;
+}
+
+// A mutex glibc runs (robust, process-shared, priority), locked under
+// PARKLOT_DEADLOCK: in slices of glibc's timed lock, so that a long wait
+// checks for a deadlock. Returns what glibc's lock would.
+int GlibcLockWatched(pthread_mutex_t* m, const void* caller) {
+  // A lock the thread holds (recursive re-lock, EDEADLK) adds no edge.
+  DeadlockBeforeLock(m, LockMode::kExclusive, caller);
+  int rc = 0;
+  AcquireWatched(m, LockMode::kExclusive, caller, Deadline::Never(),
+                 [m, &rc](const Deadline&) {
+                   // CLOCK_REALTIME: glibc's priority-inheritance mutexes
+                   // take no other clock on every kernel.
+                   const struct timespec ts =
+                       absl::ToTimespec(absl::Now() + kDeadlockCheckAfter);
+                   rc = RealGlibc().mutex_timedlock(m, &ts);
+                   return rc != ETIMEDOUT;
+                 });
+  return GlibcAcquired(m, rc, caller);
 }
 
 int Timedlock(pthread_mutex_t* m, clockid_t clock,
               const struct timespec* abstime, const void* caller) {
   if (MutexIsGlibcOwned(m)) {
-    return RealGlibc().mutex_clocklock(m, clock, abstime);
+    return GlibcAcquired(m, RealGlibc().mutex_clocklock(m, clock, abstime),
+                         caller);
   }
   if (!ValidClock(clock)) return EINVAL;
   return LockSlow(m, abstime, clock, true, caller);
@@ -66,18 +107,25 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
   if (__builtin_expect(IsPlainKind(kind), 1)) {
     // Normal and adaptive: as glibc, no owner check (a foreign unlock
     // releases the lock).
+    if (__builtin_expect(g_deadlock, 0)) DeadlockReleased(m);
     MutexCore::Unlock(word);
     return 0;
   }
-  if (MutexIsGlibcOwned(m)) return __pthread_mutex_unlock(m);
+  if (MutexIsGlibcOwned(m)) {
+    // A recursive one held more than once stays held.
+    if (g_deadlock && m->__data.__count <= 1) DeadlockReleased(m);
+    return __pthread_mutex_unlock(m);
+  }
   const int type = ShimMutexType(kind);
   if (type < 0) return EINVAL;
   if (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) {
+    if (g_deadlock) DeadlockReleased(m);
     MutexCore::Unlock(word);  // with unused kind bits set: still no check
     return 0;
   }
   if (!MutexCore::HeldByCurrentThread(word)) return EPERM;
   if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
+  if (g_deadlock) DeadlockReleased(m);
   MutexCore::Unlock(word);
   return 0;
 }
@@ -92,11 +140,17 @@ extern "C" {
 int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* attr) {
   // glibc validates the attributes and encodes them in __kind; its
   // zero-filled lock word is an unlocked MutexCore word.
-  return __pthread_mutex_init(m, attr);
+  const int rc = __pthread_mutex_init(m, attr);
+  if (g_deadlock && rc == 0) DeadlockForget(m);  // a new lock at this address
+  return rc;
 }
 
 int pthread_mutex_destroy(pthread_mutex_t* m) {
-  if (MutexIsGlibcOwned(m)) return __pthread_mutex_destroy(m);
+  if (MutexIsGlibcOwned(m)) {
+    const int rc = __pthread_mutex_destroy(m);
+    if (g_deadlock && rc == 0) DeadlockForget(m);
+    return rc;
+  }
   // As glibc, whose __nusers counts the holder and the threads inside a
   // condvar wait with the mutex: EBUSY while either exists. Destroying a
   // destroyed mutex again is 0 there too.
@@ -106,6 +160,7 @@ int pthread_mutex_destroy(pthread_mutex_t* m) {
   }
   // As glibc: a destroyed mutex reports EINVAL until re-initialized.
   m->__data.__kind = kKindDestroyed;
+  if (g_deadlock) DeadlockForget(m);
   return 0;
 }
 
@@ -113,11 +168,12 @@ int pthread_mutex_lock(pthread_mutex_t* m) {
   const int kind = m->__data.__kind;
   if (__builtin_expect(IsPlainKind(kind), 1)) {
     // Normal and adaptive kinds: adaptive spinning is parklot's default.
-    if (__builtin_expect(!g_stats, 1)) {
+    if (__builtin_expect(!(g_stats | g_deadlock), 1)) {
       MutexCore::Lock(MutexWord(m), MutexEma(m));
       return 0;
     }
   } else if (kind != kKindDestroyed && (kind & kKindGlibcOwned)) {
+    if (g_deadlock) return GlibcLockWatched(m, __builtin_return_address(0));
     return __pthread_mutex_lock(m);
   }
   return LockSlow(m, nullptr, CLOCK_REALTIME, false,
@@ -125,7 +181,10 @@ int pthread_mutex_lock(pthread_mutex_t* m) {
 }
 
 int pthread_mutex_trylock(pthread_mutex_t* m) {
-  if (MutexIsGlibcOwned(m)) return __pthread_mutex_trylock(m);
+  if (MutexIsGlibcOwned(m)) {
+    return GlibcAcquired(m, __pthread_mutex_trylock(m),
+                         __builtin_return_address(0));
+  }
   const int type = ShimMutexType(m->__data.__kind);
   if (type < 0) return EINVAL;
   std::atomic<uint32_t>* word = MutexWord(m);
@@ -138,12 +197,18 @@ int pthread_mutex_trylock(pthread_mutex_t* m) {
   if (!MutexCore::TryLock(word)) return EBUSY;
   if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
   if (g_stats) RecordAcquire(m, false, 0, __builtin_return_address(0));
+  if (g_deadlock) {
+    DeadlockAcquired(m, LockMode::kExclusive, __builtin_return_address(0));
+  }
   return 0;
 }
 
 int pthread_mutex_timedlock(pthread_mutex_t* m,
                             const struct timespec* abstime) {
-  if (MutexIsGlibcOwned(m)) return RealGlibc().mutex_timedlock(m, abstime);
+  if (MutexIsGlibcOwned(m)) {
+    return GlibcAcquired(m, RealGlibc().mutex_timedlock(m, abstime),
+                         __builtin_return_address(0));
+  }
   return Timedlock(m, CLOCK_REALTIME, abstime, __builtin_return_address(0));
 }
 

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 
+#include "preload/deadlock.h"
 #include "preload/shim.h"
 #include "sync/shared_mutex.h"
 
@@ -57,29 +58,65 @@ int DeadlineOf(const struct timespec* abstime, clockid_t clock, Deadline* d) {
   return 0;
 }
 
+// How a read lock of `rw` waits (deadlock.h): behind writers in the
+// writer-preferring kind only.
+LockMode ReadMode(const pthread_rwlock_t* rw) {
+  return KindOf(rw) == Core::Kind::kPreferWriter ? LockMode::kReadQueued
+                                                 : LockMode::kRead;
+}
+
+// Under PARKLOT_DEADLOCK: takes `rw` by `lock(deadline)` (0 or an error) as
+// the lock-order graph and the wait-for check see it: an uncontended try
+// first, then slices of the wait. Returns what `lock` returned.
+template <typename F>
+int Watched(pthread_rwlock_t* rw, LockMode mode, const Deadline& d,
+            const void* caller, F lock) {
+  DeadlockBeforeLock(rw, mode, caller);
+  int rc = lock(Deadline::Monotonic(absl::InfinitePast()));
+  if (rc == ETIMEDOUT) {
+    AcquireWatched(rw, mode, caller, d, [&rc, &lock](const Deadline& slice) {
+      rc = lock(slice);
+      return rc != ETIMEDOUT;
+    });
+  }
+  if (rc == 0) DeadlockAcquired(rw, mode, caller);
+  return rc;
+}
+
 // EDEADLK, as glibc, when the caller already holds the lock for writing.
-int RdLock(pthread_rwlock_t* rw, const Deadline& d) {
+int RdLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
+  if (g_deadlock) {
+    return Watched(rw, ReadMode(rw), d, caller, [rw](const Deadline& dl) {
+      return Core::LockShared(Word(rw), Ema(rw), dl);
+    });
+  }
   return Core::LockShared(Word(rw), Ema(rw), d);
 }
 
-int WrLock(pthread_rwlock_t* rw, const Deadline& d) {
+int WrLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
+  if (g_deadlock) {
+    return Watched(rw, LockMode::kWrite, d, caller,
+                   [rw](const Deadline& dl) {
+                     return Core::Lock(Word(rw), Ema(rw), KindOf(rw), dl);
+                   });
+  }
   return Core::Lock(Word(rw), Ema(rw), KindOf(rw), d);
 }
 
 int TimedRdLock(pthread_rwlock_t* rw, clockid_t clock,
-                const struct timespec* abstime) {
+                const struct timespec* abstime, const void* caller) {
   Deadline d = Deadline::Never();
   if (const int rc = DeadlineOf(abstime, clock, &d); rc != 0) return rc;
-  return RdLock(rw, d);
+  return RdLock(rw, d, caller);
 }
 
 int TimedWrLock(pthread_rwlock_t* rw, clockid_t clock,
-                const struct timespec* abstime) {
+                const struct timespec* abstime, const void* caller) {
   Deadline d = Deadline::Never();
   if (const int rc = DeadlineOf(abstime, clock, &d); rc != 0) return rc;
-  return WrLock(rw, d);
+  return WrLock(rw, d, caller);
 }
 
 }  // namespace
@@ -94,64 +131,76 @@ int pthread_rwlock_init(pthread_rwlock_t* rw,
                         const pthread_rwlockattr_t* attr) {
   // glibc validates the attributes, zeroes the lock and records the kind
   // and pshared flag.
-  return __pthread_rwlock_init(rw, attr);
+  const int rc = __pthread_rwlock_init(rw, attr);
+  if (g_deadlock && rc == 0) DeadlockForget(rw);  // a new lock at this address
+  return rc;
 }
 
 int pthread_rwlock_destroy(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_destroy(rw);
   // glibc 2.36's destroy does nothing and returns 0, also for a held lock
   // or one with waiters (POSIX allows EBUSY there; programs check for 0).
+  if (g_deadlock) DeadlockForget(rw);
   return 0;
 }
 
 int pthread_rwlock_rdlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_rdlock(rw);
-  return RdLock(rw, Deadline::Never());
+  return RdLock(rw, Deadline::Never(), __builtin_return_address(0));
 }
 
 int pthread_rwlock_timedrdlock(pthread_rwlock_t* rw,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_timedrdlock(rw, abstime);
-  return TimedRdLock(rw, CLOCK_REALTIME, abstime);
+  return TimedRdLock(rw, CLOCK_REALTIME, abstime, __builtin_return_address(0));
 }
 
 int pthread_rwlock_clockrdlock(pthread_rwlock_t* rw, clockid_t clock,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_clockrdlock(rw, clock, abstime);
-  return TimedRdLock(rw, clock, abstime);
+  return TimedRdLock(rw, clock, abstime, __builtin_return_address(0));
 }
 
 int pthread_rwlock_tryrdlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_tryrdlock(rw);
-  return Core::TryLockShared(Word(rw));
+  const int rc = Core::TryLockShared(Word(rw));
+  if (g_deadlock && rc == 0) {
+    DeadlockAcquired(rw, ReadMode(rw), __builtin_return_address(0));
+  }
+  return rc;
 }
 
 int pthread_rwlock_wrlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_wrlock(rw);
-  return WrLock(rw, Deadline::Never());
+  return WrLock(rw, Deadline::Never(), __builtin_return_address(0));
 }
 
 int pthread_rwlock_timedwrlock(pthread_rwlock_t* rw,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_timedwrlock(rw, abstime);
-  return TimedWrLock(rw, CLOCK_REALTIME, abstime);
+  return TimedWrLock(rw, CLOCK_REALTIME, abstime, __builtin_return_address(0));
 }
 
 int pthread_rwlock_clockwrlock(pthread_rwlock_t* rw, clockid_t clock,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_clockwrlock(rw, clock, abstime);
-  return TimedWrLock(rw, clock, abstime);
+  return TimedWrLock(rw, clock, abstime, __builtin_return_address(0));
 }
 
 int pthread_rwlock_trywrlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_trywrlock(rw);
-  return Core::TryLock(Word(rw));
+  const int rc = Core::TryLock(Word(rw));
+  if (g_deadlock && rc == 0) {
+    DeadlockAcquired(rw, LockMode::kWrite, __builtin_return_address(0));
+  }
+  return rc;
 }
 
 int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_unlock(rw);
   std::atomic<uint64_t>* word = Word(rw);
   if (Core::HeldExclusivelyByCurrentThread(word)) {
+    if (g_deadlock) DeadlockReleased(rw);
     Core::Unlock(word);
     return 0;
   }
@@ -160,6 +209,7 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
   // by another thread) is EPERM, which POSIX allows; glibc 2.36 returns 0
   // and corrupts its reader count (README, differences from glibc).
   if (Core::ReaderCount(word) == 0) return EPERM;
+  if (g_deadlock) DeadlockReleased(rw);
   Core::UnlockShared(word);
   return 0;
 }

@@ -49,6 +49,10 @@ constexpr char kLoadFactorRange[] = "a number above 0, at most 1024";
 constexpr char kSpinRange[] = "adaptive, off or a whole number from 0 to 64";
 constexpr char kFairRange[] = "a whole number of ns from 0 to 60000000000";
 constexpr char kBoolRange[] = "1/0, true/false, yes/no";
+constexpr char kStatsRange[] =
+    "1/0, true/false, yes/no, or a file path with a '/'";
+constexpr char kPathRange[] = "a file path with a '/'";
+constexpr char kDeadlockRange[] = "off, report or abort";
 
 bool ValidBuckets(size_t n) { return n >= 1 && n <= kMaxTableBuckets; }
 // Written so that NaN fails.
@@ -90,6 +94,34 @@ void ReadBool(const char* name, bool* out) {
   } else {
     Reject("", name, v, kBoolRange, *out ? "1" : "0");
   }
+}
+
+// PARKLOT_STATS: a switch, or a path (it has a '/', so a mistyped switch is
+// not taken for a file name) that switches the statistics on.
+void ReadStats(Config* c) {
+  const char* v = getenv("PARKLOT_STATS");
+  if (v == nullptr || v[0] == '\0') return;
+  bool b;
+  if (absl::SimpleAtob(v, &b)) {
+    c->stats = b;
+  } else if (absl::string_view(v).find('/') != absl::string_view::npos) {
+    c->stats = true;
+    c->stats_path = v;
+  } else {
+    Reject("", "PARKLOT_STATS", v, kStatsRange, c->stats ? "1" : "0");
+  }
+}
+
+const char* DeadlockName(DeadlockMode m) {
+  switch (m) {
+    case DeadlockMode::kOff:
+      return "off";
+    case DeadlockMode::kReport:
+      return "report";
+    case DeadlockMode::kAbort:
+      return "abort";
+  }
+  return "?";
 }
 
 // 0 unread, 1 being fixed, 2 fixed.
@@ -147,7 +179,27 @@ Config ConfigFromEnvironment() {
              absl::AlphaNum(defaults.fair_mean_ns).Piece());
     }
   }
-  ReadBool("PARKLOT_STATS", &c.stats);
+  ReadStats(&c);
+  if (const char* v = getenv("PARKLOT_REPORT"); v != nullptr && v[0] != '\0') {
+    if (absl::string_view(v).find('/') != absl::string_view::npos) {
+      c.report_path = v;
+    } else {
+      Reject("", "PARKLOT_REPORT", v, kPathRange, "stderr");
+    }
+  }
+  if (const char* v = getenv("PARKLOT_DEADLOCK"); v != nullptr && v[0] != '\0') {
+    absl::string_view s(v);
+    if (s == "off") {
+      c.deadlock = DeadlockMode::kOff;
+    } else if (s == "report") {
+      c.deadlock = DeadlockMode::kReport;
+    } else if (s == "abort") {
+      c.deadlock = DeadlockMode::kAbort;
+    } else {
+      Reject("", "PARKLOT_DEADLOCK", v, kDeadlockRange,
+             DeadlockName(defaults.deadlock));
+    }
+  }
   ReadBool("PARKLOT_SYSCALL_FUTEX", &c.syscall_futex);
   return c;
 }
@@ -203,6 +255,13 @@ int SanitizeConfig(Config* c) {
            absl::AlphaNum(defaults.fair_mean_ns).Piece());
     c->fair_mean_ns = defaults.fair_mean_ns;
   }
+  if (c->deadlock != DeadlockMode::kOff &&
+      c->deadlock != DeadlockMode::kReport &&
+      c->deadlock != DeadlockMode::kAbort) {
+    reject("deadlock", absl::AlphaNum(static_cast<int>(c->deadlock)).Piece(),
+           "kOff, kReport or kAbort", DeadlockName(defaults.deadlock));
+    c->deadlock = defaults.deadlock;
+  }
   return replaced;
 }
 
@@ -247,7 +306,11 @@ std::string DescribeConfig(const Config& c) {
                           ? absl::StrCat(":", c.spin_budget)
                           : std::string(),
                       " fair_ns=", c.fair_mean_ns, " stats=", c.stats ? 1 : 0,
-                      c.syscall_futex ? " syscall_futex=1" : "");
+                      c.syscall_futex ? " syscall_futex=1" : "",
+                      c.deadlock != DeadlockMode::kOff ? " deadlock=" : "",
+                      c.deadlock != DeadlockMode::kOff
+                          ? DeadlockName(c.deadlock)
+                          : "");
 }
 
 }  // namespace parklot

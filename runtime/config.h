@@ -14,7 +14,15 @@
 //                        pause-backoff rounds; 0 = off)  default adaptive
 //   PARKLOT_FAIR_NS      mean eventual-fairness interval, ns, 0..6e10
 //                        (0 = always fair)                default 500000
-//   PARKLOT_STATS        1 = print statistics at exit (the shim)
+//   PARKLOT_STATS        1 = print statistics at exit (the shim), to
+//                        stderr; a path with a '/' (e.g. ./stats.%p, %p =
+//                        the pid) = to that file instead
+//   PARKLOT_REPORT       a path with a '/' (%p = the pid): the shim's
+//                        diagnostic reports (PARKLOT_DEADLOCK) go there,
+//                        not to stderr                    default stderr
+//   PARKLOT_DEADLOCK     off | report | abort: the shim's lock-order cycle
+//                        and deadlock detection (preload/deadlock.h)
+//                                                         default off
 //   PARKLOT_SYSCALL_FUTEX 1 = the shim also serves private
 //                        syscall(SYS_futex, ...) waits and wakes
 //   (the two switches take 1/0, true/false, yes/no, t/f, y/n; default 0)
@@ -41,6 +49,10 @@ inline constexpr int64_t kMaxFairNs = 60'000'000'000;  // 60 s
 
 enum class SpinMode { kAdaptive, kOff, kFixed };
 
+// PARKLOT_DEADLOCK: what the shim does about lock-order cycles and
+// deadlocks it sees (preload/deadlock.h).
+enum class DeadlockMode { kOff, kReport, kAbort };
+
 struct Config {
   TableOptions table;
   SpinMode spin = SpinMode::kAdaptive;
@@ -52,6 +64,12 @@ struct Config {
   // The preload shim serves private syscall(SYS_futex) operations from the
   // parking lot (preload/futex_ops.h).
   bool syscall_futex = false;
+  // PARKLOT_STATS=PATH: where the statistics go (nullptr: stderr). Points
+  // into the environment; "%p" in it stands for the pid.
+  const char* stats_path = nullptr;
+  // PARKLOT_REPORT=PATH: where diagnostic reports go (nullptr: stderr).
+  const char* report_path = nullptr;
+  DeadlockMode deadlock = DeadlockMode::kOff;
 };
 
 // Parses the PARKLOT_* variables over the defaults. A malformed or
@@ -81,7 +99,8 @@ const Config& GetConfig();
 bool SetConfig(const Config& config);
 
 // One line describing `config`, e.g. "policy=threads buckets=16 ...".
-// " syscall_futex=1" ends it only when that knob is on.
+// " syscall_futex=1" and " deadlock=report|abort" end it only when those
+// knobs are on.
 std::string DescribeConfig(const Config& config);
 
 }  // namespace parklot

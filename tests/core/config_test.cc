@@ -29,7 +29,8 @@ namespace {
 const char* const kVars[] = {"PARKLOT_POLICY",      "PARKLOT_BUCKETS",
                              "PARKLOT_MAX_BUCKETS", "PARKLOT_LOAD_FACTOR",
                              "PARKLOT_SPIN",        "PARKLOT_FAIR_NS",
-                             "PARKLOT_STATS",       "PARKLOT_SYSCALL_FUTEX"};
+                             "PARKLOT_STATS",       "PARKLOT_SYSCALL_FUTEX",
+                             "PARKLOT_REPORT",      "PARKLOT_DEADLOCK"};
 
 // Runs `fn` with stderr (fd 2) sent to a temporary file; returns what was
 // written to it.
@@ -322,6 +323,31 @@ TEST_F(ConfigEnv, BadSwitchesAreReportedAndIgnored) {
   }
   EXPECT_TRUE(With("PARKLOT_SYSCALL_FUTEX", "true").syscall_futex);
   EXPECT_FALSE(With("PARKLOT_SYSCALL_FUTEX", "no").syscall_futex);
+}
+
+// PARKLOT_STATS takes a path (with a '/') as well as a switch;
+// PARKLOT_REPORT only a path; PARKLOT_DEADLOCK off, report or abort.
+TEST_F(ConfigEnv, ReportPathsAndDeadlockMode) {
+  Config c = With("PARKLOT_STATS", "/tmp/stats.%p");
+  EXPECT_TRUE(c.stats);
+  ASSERT_NE(c.stats_path, nullptr);
+  EXPECT_STREQ(c.stats_path, "/tmp/stats.%p");
+  EXPECT_EQ(With("PARKLOT_STATS", "1").stats_path, nullptr);
+  c = With("PARKLOT_REPORT", "./report");
+  ASSERT_NE(c.report_path, nullptr);
+  EXPECT_STREQ(c.report_path, "./report");
+  EXPECT_FALSE(c.stats);
+  ExpectRejected("PARKLOT_REPORT", "report.txt", "stderr",
+                 [](const Config& c) { EXPECT_EQ(c.report_path, nullptr); });
+  EXPECT_EQ(With("PARKLOT_DEADLOCK", "report").deadlock, DeadlockMode::kReport);
+  EXPECT_EQ(With("PARKLOT_DEADLOCK", "abort").deadlock, DeadlockMode::kAbort);
+  EXPECT_EQ(With("PARKLOT_DEADLOCK", "off").deadlock, DeadlockMode::kOff);
+  EXPECT_EQ(ConfigFromEnvironment().deadlock, DeadlockMode::kOff);
+  for (const char* bad : {"1", "on", "Report"}) {
+    ExpectRejected("PARKLOT_DEADLOCK", bad, "off", [](const Config& c) {
+      EXPECT_EQ(c.deadlock, DeadlockMode::kOff);
+    });
+  }
 }
 
 // The warning stays one line whatever the value holds.

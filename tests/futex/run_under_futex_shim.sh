@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs PROGRAM under LD_PRELOAD of the shim with PARKLOT_SYSCALL_FUTEX=1 and
-# PARKLOT_STATS=1, inside `timeout`, and checks the futex counts of the
-# statistics report (summed over every process that printed one).
+# PARKLOT_STATS=FILE.%p, inside `timeout`, and checks the futex counts of the
+# statistics reports (summed over every process's file).
 #
 #   run_under_futex_shim.sh [options] PROGRAM [ARGS...]
 #     --expect-served=OP,...   each op (wait, wake_op, ...) was served > 0 times
@@ -42,11 +42,13 @@ shift
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 stats="$work/futex_stats.$$"
 
-timeout "$limit" env LD_PRELOAD="$preload" PARKLOT_SYSCALL_FUTEX=1 PARKLOT_STATS=1 \
-  "${extra_env[@]}" "$prog" "$@" 2>"$stats"
+# One report file per process (%p): fork children that leave by _exit
+# report only so.
+rm -f "$stats".*
+timeout "$limit" env LD_PRELOAD="$preload" PARKLOT_SYSCALL_FUTEX=1 PARKLOT_STATS="$stats.%p" \
+  "${extra_env[@]}" "$prog" "$@"
 rc=$?
-# The report goes to stderr; show everything that is not the report.
-grep -v '^\(parklot statistics\|config:\|table:\|threads:\|parks:\|spins:\|handoffs:\|served by parklot:\|futex \|most contended\|  \)' "$stats" >&2
+cat "$stats".* >"$stats" 2>/dev/null
 status=0
 if [ "$rc" -eq 124 ]; then
   echo "FAIL: $(basename "$prog") timed out after ${limit}s"; status=1

@@ -23,10 +23,16 @@ need() {
   command -v "$1" >/dev/null || [ -x "$1" ] || { fail "$1 not installed (tools/setup installs it)"; return 1; }
 }
 
-# Runs "$@" under the shim with statistics on; output in $work/out, stats
-# in $work/stats. Returns the program's exit status.
+# Runs "$@" under the shim with statistics on; output in $work/out, stderr
+# and every process's statistics (one file per pid: forked workers that
+# leave by _exit report only so) in $work/stats. Returns the program's exit
+# status.
 under_shim() {
-  PARKLOT_STATS=1 LD_PRELOAD="$preload" timeout "$limit" "$@" >"$work/out" 2>"$work/stats"
+  rm -f "$work"/stats.*
+  PARKLOT_STATS="$work/stats.%p" LD_PRELOAD="$preload" timeout "$limit" "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  cat "$work/err" "$work"/stats.* >"$work/stats" 2>/dev/null
+  return "$rc"
 }
 
 # The number of lock operations parklot served, summed over all processes.
@@ -102,6 +108,52 @@ if need sort; then
   timeout "$limit" sort --parallel=1 -S 8M "$data" >"$work/s1"
   if under_shim sort --parallel=8 -S 8M "$data" && cmp -s "$work/s1" "$work/out"; then pass "sort --parallel=8 equals --parallel=1"; else fail "sort --parallel=8 differs"; fi
   check_hits "sort --parallel=8"
+fi
+
+# PARKLOT_DEADLOCK=report (preload/deadlock.h): the same programs give the
+# same results and no report (none has a lock-order cycle). Reports would
+# go to one file per process.
+under_report() {
+  rm -f "$work"/dl.*
+  PARKLOT_DEADLOCK=report PARKLOT_REPORT="$work/dl.%p" LD_PRELOAD="$preload" \
+    timeout "$limit" "$@" >"$work/out" 2>"$work/err"
+}
+report_clean() {  # label
+  if compgen -G "$work/dl.*" >/dev/null; then
+    fail "$1: PARKLOT_DEADLOCK=report reported"; cat "$work"/dl.*
+  else
+    pass "$1: no report under PARKLOT_DEADLOCK=report"
+  fi
+}
+if [ -x "$stockfish" ]; then
+  under_report "$stockfish" bench 16 1 11
+  got=$(grep -h 'Nodes searched' "$work/out" "$work/err")
+  [ -n "$got" ] && [ "$got" = "$expected" ] || fail "stockfish, deadlock report mode: '$got', want '$expected'"
+  report_clean "stockfish bench 16 1 11"
+fi
+if command -v sysbench >/dev/null; then
+  under_report sysbench mutex --threads=8 --mutex-num=64 --mutex-locks=20000 run || fail "sysbench mutex, deadlock report mode: exit $?"
+  report_clean "sysbench mutex"
+fi
+if command -v stress-ng >/dev/null; then
+  for attempt in 1 2 3 4 5; do
+    under_report stress-ng --mutex 4 --mutex-ops 40000 -t 10
+    rc=$?
+    [ "$rc" -eq 3 ] || break  # out of resources: as above
+  done
+  [ "$rc" -eq 0 ] || fail "stress-ng --mutex, deadlock report mode: exit $rc"
+  report_clean "stress-ng --mutex"
+fi
+if command -v pigz >/dev/null; then
+  under_report pigz -p 4 -c <"$data" && cp "$work/out" "$work/c" &&
+    under_report pigz -d -c <"$work/c" && cmp -s "$data" "$work/out" ||
+    fail "pigz round trip, deadlock report mode"
+  report_clean "pigz round trip"
+fi
+if [ -f "$work/s1" ]; then
+  under_report sort --parallel=8 -S 8M "$data" && cmp -s "$work/s1" "$work/out" ||
+    fail "sort --parallel=8, deadlock report mode: differs"
+  report_clean "sort --parallel=8"
 fi
 
 echo "$passed passed, $failures failed"

@@ -1,0 +1,675 @@
+// PARKLOT_DEADLOCK: lock-order graph and wait-for checks (deadlock.h).
+#include "preload/deadlock.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <new>
+
+#include "absl/base/const_init.h"
+#include "absl/base/internal/spinlock.h"
+#include "absl/debugging/stacktrace.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/internal/graphcycles.h"
+#include "preload/report.h"
+#include "runtime/thread_data.h"
+
+namespace parklot::preload {
+
+bool g_deadlock = false;
+
+namespace {
+
+using absl::base_internal::SpinLock;
+using absl::base_internal::SpinLockHolder;
+using absl::synchronization_internal::GraphCycles;
+using absl::synchronization_internal::GraphId;
+
+bool g_abort = false;
+
+// --- Per-thread records, by registry index ---------------------------------
+
+constexpr int kMaxHeld = 32;
+constexpr int kEdgeCache = 32;
+
+struct Held {
+  std::atomic<uintptr_t> lock{0};
+  std::atomic<const void*> site{nullptr};
+  LockMode mode = LockMode::kExclusive;
+};
+
+// Written by its thread; read (racily, relaxed) by threads checking for a
+// deadlock. A record is reset when a new thread (another slot id) takes
+// over a registry index.
+struct ThreadRecord {
+  std::atomic<uint32_t> slot{kNoSlot};
+  std::atomic<pid_t> tid{0};
+  std::atomic<int> depth{0};
+  int overflow = 0;  // held locks beyond kMaxHeld (untracked)
+  bool busy = false;  // inside DeadlockBeforeLock (a signal handler's lock
+                      // must not re-enter the graph's spinlock)
+  Held held[kMaxHeld];
+  std::atomic<uintptr_t> waiting_on{0};
+  std::atomic<const void*> waiting_site{nullptr};
+  LockMode waiting_mode = LockMode::kExclusive;
+  // Edges this thread has seen in the graph, valid while g_epoch is.
+  struct {
+    uintptr_t from, to;
+    uint64_t epoch;
+  } cache[kEdgeCache];
+};
+
+constexpr uint32_t kRecords = 1 << 14;  // threads beyond are not tracked
+ThreadRecord* g_records = nullptr;
+std::atomic<uint32_t> g_records_used{0};  // highest index + 1 seen
+
+// The calling thread's record once found (a thread's TLS starts null).
+__attribute__((tls_model("initial-exec"))) thread_local ThreadRecord*
+    t_record = nullptr;
+
+ThreadRecord* FindRecord();
+
+// After the lot's exit hook released the thread's registry index (a new
+// thread may have its record), a thread still locking in later
+// destructors has none.
+inline ThreadRecord* Record() {
+  ThreadRecord* r = t_record;
+  if (__builtin_expect(r != nullptr && !internal::t_data.exited, 1)) return r;
+  return FindRecord();
+}
+
+ThreadRecord* FindRecord() {
+  ThreadData* td = CurrentThreadData();
+  if (td->exited || td->index >= kRecords) return nullptr;
+  ThreadRecord* r = &g_records[td->index];
+  if (r->slot.load(std::memory_order_relaxed) != td->slot) {
+    r->depth.store(0, std::memory_order_relaxed);
+    r->overflow = 0;
+    r->busy = false;
+    r->waiting_on.store(0, std::memory_order_relaxed);
+    for (auto& c : r->cache) c.epoch = ~uint64_t{0};
+    r->tid.store(gettid(), std::memory_order_relaxed);
+    r->slot.store(td->slot, std::memory_order_release);
+    uint32_t used = g_records_used.load(std::memory_order_relaxed);
+    while (used <= td->index &&
+           !g_records_used.compare_exchange_weak(used, td->index + 1,
+                                                 std::memory_order_relaxed)) {
+    }
+  }
+  t_record = r;
+  return r;
+}
+
+int FindHeld(const ThreadRecord* r, uintptr_t lock) {
+  for (int i = r->depth.load(std::memory_order_relaxed) - 1; i >= 0; --i) {
+    if (r->held[i].lock.load(std::memory_order_relaxed) == lock) return i;
+  }
+  return -1;
+}
+
+// --- The order graph ---------------------------------------------------------
+
+ABSL_CONST_INIT SpinLock g_graph_mu(absl::kConstInit,
+                                    absl::base_internal::SCHEDULE_KERNEL_ONLY);
+alignas(GraphCycles) unsigned char g_graph_storage[sizeof(GraphCycles)];
+GraphCycles* g_graph = nullptr;  // guarded by g_graph_mu
+// Bumped when a node goes: per-thread edge caches are stale.
+std::atomic<uint64_t> g_epoch{0};
+// A bit per address hash, set for every address given a node (never
+// cleared): DeadlockForget skips the spinlock for locks never in the graph.
+constexpr size_t kKnownBits = 1 << 16;
+std::atomic<uint64_t> g_known[kKnownBits / 64];
+
+size_t KnownBit(uintptr_t lock) {
+  return (lock * 0x9E3779B97F4A7C15ull) >> (64 - 16);
+}
+
+constexpr int kStack = 8;
+// What made an edge: where and by whom each end was taken, and the stack of
+// the acquisition that added it. `rejected`: it would close a cycle and
+// was left out of the graph (reported, or found harmless).
+struct EdgeInfo {
+  uint64_t from = 0, to = 0;  // GraphId handles (0: free)
+  const void* from_site = nullptr;
+  const void* to_site = nullptr;
+  pid_t tid = 0;
+  LockMode from_mode = LockMode::kExclusive, to_mode = LockMode::kExclusive;
+  bool rejected = false;
+  int depth = 0;
+  void* stack[kStack];
+};
+constexpr size_t kEdges = 1 << 15;
+constexpr size_t kEdgeProbes = 16;
+EdgeInfo* g_edges = nullptr;  // guarded by g_graph_mu
+
+size_t EdgeHash(uint64_t from, uint64_t to) {
+  return ((from * 0x9E3779B97F4A7C15ull) ^ (to * 0xC2B2AE3D27D4EB4Full)) >>
+         (64 - 15);
+}
+
+// The edge's record, or nullptr.
+EdgeInfo* FindEdge(GraphId from, GraphId to) {
+  size_t i = EdgeHash(from.handle, to.handle);
+  for (size_t p = 0; p < kEdgeProbes; ++p, i = (i + 1) & (kEdges - 1)) {
+    EdgeInfo& e = g_edges[i];
+    if (e.from == from.handle && e.to == to.handle) return &e;
+  }
+  return nullptr;
+}
+
+// A free record for a new edge: an unused one, or one whose node is gone.
+// nullptr when every probed record is live (the edge then has no record).
+EdgeInfo* NewEdge(GraphId from, GraphId to) {
+  size_t i = EdgeHash(from.handle, to.handle);
+  for (size_t p = 0; p < kEdgeProbes; ++p, i = (i + 1) & (kEdges - 1)) {
+    EdgeInfo& e = g_edges[i];
+    if (e.from == 0 || !g_graph->HasNode(GraphId{e.from}) ||
+        !g_graph->HasNode(GraphId{e.to})) {
+      e = EdgeInfo();
+      e.from = from.handle;
+      e.to = to.handle;
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+// Graph nodes. A mutex is one node, its address. An rwlock is four, at
+// addresses inside the object (locks are 8-aligned, so no two locks' nodes
+// meet): held for writing (+0), wanted for writing (+1), wanted for
+// reading (+2), held for reading (+3), with the edges of the waits that
+// block: a wanted write waits for held reads and writes, a wanted read for
+// held writes. A wanted read that queues behind waiting writers
+// (kReadQueued) waits as a write does.
+constexpr uintptr_t kHeldWrite = 0, kWantWrite = 1, kWantRead = 2,
+                    kHeldRead = 3;
+
+bool IsRwlock(LockMode m) { return m != LockMode::kExclusive; }
+
+GraphId Node(uintptr_t lock, uintptr_t role, bool rwlock) {
+  g_known[KnownBit(lock) / 64].fetch_or(uint64_t{1} << (KnownBit(lock) % 64),
+                                        std::memory_order_relaxed);
+  const GraphId id = g_graph->GetId(reinterpret_cast<void*>(lock + role));
+  if (rwlock) {
+    // An rwlock: its own edges, added with its nodes (they close no cycle:
+    // edges from other locks lead into wanted nodes only, and out of held
+    // ones only).
+    const GraphId hw = g_graph->GetId(reinterpret_cast<void*>(lock));
+    const GraphId ww = g_graph->GetId(reinterpret_cast<void*>(lock + 1));
+    const GraphId wr = g_graph->GetId(reinterpret_cast<void*>(lock + 2));
+    const GraphId hr = g_graph->GetId(reinterpret_cast<void*>(lock + 3));
+    if (!g_graph->HasEdge(ww, hw)) {
+      g_graph->InsertEdge(ww, hw);
+      g_graph->InsertEdge(ww, hr);
+      g_graph->InsertEdge(wr, hw);
+    }
+  }
+  return id;
+}
+
+// The node a lock held in `mode` has edges from.
+GraphId HeldNode(uintptr_t lock, LockMode mode) {
+  if (!IsRwlock(mode)) return Node(lock, kHeldWrite, false);
+  return Node(lock, mode == LockMode::kWrite ? kHeldWrite : kHeldRead, true);
+}
+
+// The node a lock wanted in `mode` has edges to.
+GraphId WantedNode(uintptr_t lock, LockMode mode) {
+  if (!IsRwlock(mode)) return Node(lock, kHeldWrite, false);
+  return Node(lock, mode == LockMode::kRead ? kWantRead : kWantWrite, true);
+}
+
+// --- Reports -----------------------------------------------------------------
+
+// Reports are rare and formatted into one static buffer (threads' stacks may
+// be small), under this lock, outside g_graph_mu.
+ABSL_CONST_INIT SpinLock g_report_mu(absl::kConstInit,
+                                     absl::base_internal::SCHEDULE_KERNEL_ONLY);
+char g_text[64 * 1024];
+size_t g_len = 0;
+
+void Add(const absl::FormatSpec<>& f) {
+  const int n = absl::SNPrintF(g_text + g_len, sizeof(g_text) - g_len, f);
+  if (n > 0) g_len = std::min(sizeof(g_text) - 1, g_len + n);
+}
+template <typename... Args>
+void Add(const absl::FormatSpec<Args...>& f, const Args&... args) {
+  const int n =
+      absl::SNPrintF(g_text + g_len, sizeof(g_text) - g_len, f, args...);
+  if (n > 0) g_len = std::min(sizeof(g_text) - 1, g_len + n);
+}
+
+struct Site {
+  char text[768];
+  explicit Site(const void* pc) { DescribeCallSite(pc, text, sizeof(text)); }
+};
+
+const char* ModeName(LockMode m) {
+  switch (m) {
+    case LockMode::kExclusive:
+      return "";
+    case LockMode::kWrite:
+      return " (rwlock, write)";
+    default:
+      return " (rwlock, read)";
+  }
+}
+
+bool InShim(const void* pc) {
+  Dl_info self, info;
+  return dladdr(reinterpret_cast<void*>(&InShim), &self) != 0 &&
+         dladdr(pc, &info) != 0 && info.dli_fbase == self.dli_fbase;
+}
+
+// A lock-order cycle, copied out of the graph for the report.
+constexpr int kMaxCycle = 16;
+struct Cycle {
+  int n = 0;              // edges
+  uintptr_t lock[kMaxCycle];   // edge i goes lock[i] -> lock[(i+1) % n]
+  EdgeInfo edge[kMaxCycle];
+};
+
+void ReportCycle(const Cycle& c) {
+  SpinLockHolder h(&g_report_mu);
+  g_len = 0;
+  Add("parklot: lock-order cycle (a potential deadlock) among %d locks, pid "
+      "%d:\n",
+      c.n, getpid());
+  for (int i = 0; i < c.n; ++i) {
+    const EdgeInfo& e = c.edge[i];
+    const uintptr_t to = c.lock[(i + 1) % c.n];
+    if (e.tid == 0) {
+      Add("  lock %#x then lock %#x (where: not recorded)\n", c.lock[i], to);
+      continue;
+    }
+    Add("  thread %d holds lock %#x%s, taken at %s\n", e.tid, c.lock[i],
+        ModeName(e.from_mode), Site(e.from_site).text);
+    Add("      and takes lock %#x%s at %s%s\n", to, ModeName(e.to_mode),
+        Site(e.to_site).text,
+        i == c.n - 1 ? "   <- closes the cycle" : "");
+  }
+  Add("stacks of the acquisitions that made each edge:\n");
+  for (int i = 0; i < c.n; ++i) {
+    const EdgeInfo& e = c.edge[i];
+    Add("  lock %#x -> %#x (thread %d):\n", c.lock[i], c.lock[(i + 1) % c.n],
+        e.tid);
+    // The shim's own frames first: not the program's.
+    int f = 0;
+    while (f < e.depth && InShim(e.stack[f])) ++f;
+    for (int k = 0; f < e.depth; ++f, ++k) {
+      Add("    #%d %s\n", k, Site(e.stack[f]).text);
+    }
+  }
+  WriteReport(Sink::kReport, absl::string_view(g_text, g_len));
+}
+
+// Adds the edge `held` -> `lock`, or fills `*cycle` with the cycle it would
+// close (the edge is then left out). Returns whether it found a cycle.
+// Under g_graph_mu.
+bool AddEdge(const ThreadRecord* r, const Held& held, uintptr_t lock,
+             LockMode mode, const void* site, Cycle* cycle) {
+  const GraphId from =
+      HeldNode(held.lock.load(std::memory_order_relaxed), held.mode);
+  const GraphId to = WantedNode(lock, mode);
+  if (FindEdge(from, to) != nullptr || g_graph->HasEdge(from, to)) {
+    return false;
+  }
+  EdgeInfo here;
+  here.from = from.handle;
+  here.to = to.handle;
+  here.from_site = held.site.load(std::memory_order_relaxed);
+  here.to_site = site;
+  here.tid = r->tid.load(std::memory_order_relaxed);
+  here.from_mode = held.mode;
+  here.to_mode = mode;
+  here.depth = absl::GetStackTrace(here.stack, kStack, 0);
+  const bool inserted = g_graph->InsertEdge(from, to);
+  here.rejected = !inserted;
+  if (EdgeInfo* e = NewEdge(from, to)) *e = here;
+  if (inserted) return false;
+  // The path to -> ... -> from, then the new edge back to `to`; an
+  // rwlock's own edges (between nodes of one lock) are not listed.
+  GraphId path[2 * kMaxCycle];
+  const int len = g_graph->FindPath(to, from, 2 * kMaxCycle, path);
+  cycle->n = 0;
+  if (len < 1 || len > 2 * kMaxCycle) return false;
+  const auto base = [](GraphId id) {
+    return reinterpret_cast<uintptr_t>(g_graph->Ptr(id)) & ~uintptr_t{7};
+  };
+  for (int i = 0; i + 1 < len && cycle->n < kMaxCycle - 1; ++i) {
+    if (base(path[i]) == base(path[i + 1])) continue;
+    const EdgeInfo* e = FindEdge(path[i], path[i + 1]);
+    cycle->lock[cycle->n] = base(path[i]);
+    cycle->edge[cycle->n++] = e != nullptr ? *e : EdgeInfo();
+  }
+  cycle->lock[cycle->n] = base(from);
+  cycle->edge[cycle->n++] = here;
+  return true;
+}
+
+// Edges known to be in the graph (or rejected), for lookups without the
+// graph's spinlock: a per-thread cache, then a process-wide set of 64-bit
+// fingerprints of (from, to, epoch). A fingerprint collision would hide
+// one edge (odds 2^-64 a lookup); a full probe window overwrites its first
+// entry (the set is a cache: a miss only costs the spinlock).
+constexpr size_t kKnownEdges = 1 << 16;
+constexpr size_t kKnownProbes = 4;
+std::atomic<uint64_t>* g_known_edges = nullptr;
+
+uint64_t Fingerprint(uintptr_t from, uintptr_t to, uint64_t epoch) {
+  uint64_t h = from * 0x9E3779B97F4A7C15ull;
+  h = (h ^ (h >> 29) ^ to) * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 31) ^ epoch) * 0x94D049BB133111EBull;
+  h ^= h >> 32;
+  return h | 1;  // 0 marks a free entry
+}
+
+bool CacheHit(ThreadRecord* r, uintptr_t from, uintptr_t to, uint64_t epoch) {
+  auto& c = r->cache[(from ^ (to >> 4)) % kEdgeCache];
+  if (c.epoch == epoch && c.from == from && c.to == to) return true;
+  const uint64_t f = Fingerprint(from, to, epoch);
+  const size_t i = f % (kKnownEdges - kKnownProbes);
+  for (size_t p = 0; p < kKnownProbes; ++p) {
+    if (g_known_edges[i + p].load(std::memory_order_relaxed) == f) {
+      c.from = from;
+      c.to = to;
+      c.epoch = epoch;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Under g_graph_mu, for an edge now in the graph (or rejected).
+void CacheAdd(ThreadRecord* r, uintptr_t from, uintptr_t to, uint64_t epoch) {
+  auto& c = r->cache[(from ^ (to >> 4)) % kEdgeCache];
+  c.from = from;
+  c.to = to;
+  c.epoch = epoch;
+  const uint64_t f = Fingerprint(from, to, epoch);
+  const size_t i = f % (kKnownEdges - kKnownProbes);
+  size_t slot = i;
+  for (size_t p = 0; p < kKnownProbes; ++p) {
+    const uint64_t cur = g_known_edges[i + p].load(std::memory_order_relaxed);
+    if (cur == f) return;
+    if (cur == 0) {
+      slot = i + p;
+      break;
+    }
+  }
+  g_known_edges[slot].store(f, std::memory_order_relaxed);
+}
+
+// --- Wait-for cycles ---------------------------------------------------------
+
+// Which threads hold `lock`: the record that lists it, preferring one that
+// is itself waiting (a read lock may have many holders).
+ThreadRecord* HolderOf(uintptr_t lock, const ThreadRecord* except,
+                       int* held_index) {
+  ThreadRecord* found = nullptr;
+  const uint32_t used = g_records_used.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < used; ++i) {
+    ThreadRecord* r = &g_records[i];
+    if (r == except || r->slot.load(std::memory_order_acquire) == kNoSlot) {
+      continue;
+    }
+    const int k = FindHeld(r, lock);
+    if (k < 0) continue;
+    found = r;
+    *held_index = k;
+    if (r->waiting_on.load(std::memory_order_relaxed) != 0) break;
+  }
+  return found;
+}
+
+// Wait-for cycles already reported, by a hash of their locks.
+constexpr int kReportedWaits = 64;
+uint64_t g_reported_waits[kReportedWaits];
+int g_reported_wait_count = 0;  // guarded by g_report_mu
+
+// Records `key`; false if it was there already. Under g_report_mu.
+bool FirstReport(uint64_t key) {
+  for (int i = 0; i < g_reported_wait_count; ++i) {
+    if (g_reported_waits[i] == key) return false;
+  }
+  if (g_reported_wait_count < kReportedWaits) {
+    g_reported_waits[g_reported_wait_count++] = key;
+  }
+  return true;
+}
+
+void ForkPrepare() {
+  g_report_mu.Lock();
+  g_graph_mu.Lock();
+}
+void ForkParent() {
+  g_graph_mu.Unlock();
+  g_report_mu.Unlock();
+}
+// Only the forking thread lives on: the others' records would name locks
+// no thread of the child holds.
+void ForkChild() {
+  g_graph_mu.Unlock();
+  g_report_mu.Unlock();
+  const uint32_t self = CurrentThreadData()->slot;
+  const uint32_t used = g_records_used.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < used; ++i) {
+    ThreadRecord& r = g_records[i];
+    if (r.slot.load(std::memory_order_relaxed) == self) {
+      r.tid.store(gettid(), std::memory_order_relaxed);
+      continue;
+    }
+    r.slot.store(kNoSlot, std::memory_order_relaxed);
+    r.depth.store(0, std::memory_order_relaxed);
+    r.waiting_on.store(0, std::memory_order_relaxed);
+  }
+}
+
+void* MapZeroed(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+}  // namespace
+
+void EnableDeadlockDetection(const Config& config) {
+  void* records = MapZeroed(sizeof(ThreadRecord) * kRecords);
+  void* edges = MapZeroed(sizeof(EdgeInfo) * kEdges);
+  void* known = MapZeroed(sizeof(std::atomic<uint64_t>) * kKnownEdges);
+  if (records == nullptr || edges == nullptr || known == nullptr) {
+    static const char kMsg[] =
+        "parklot: no memory for PARKLOT_DEADLOCK's tables; detection off\n";
+    WriteReport(Sink::kReport, kMsg);
+    return;
+  }
+  // Zero-filled memory is what the default constructors would write.
+  g_records = static_cast<ThreadRecord*>(records);
+  g_edges = static_cast<EdgeInfo*>(edges);
+  g_known_edges = static_cast<std::atomic<uint64_t>*>(known);
+  g_graph = new (g_graph_storage) GraphCycles();
+  g_abort = config.deadlock == DeadlockMode::kAbort;
+  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  g_deadlock = true;
+}
+
+void DeadlockBeforeLock(const void* lock_ptr, LockMode mode,
+                        const void* site) {
+  ThreadRecord* r = Record();
+  if (r == nullptr || r->busy) return;
+  const auto lock = reinterpret_cast<uintptr_t>(lock_ptr);
+  const int depth = r->depth.load(std::memory_order_relaxed);
+  // Nothing held, or a lock the thread holds already (a recursive mutex,
+  // a recursive read lock; a normal mutex re-locked is a wait on itself,
+  // which the wait-for check reports): no edge.
+  if (depth == 0 || FindHeld(r, lock) >= 0) return;
+  const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+  bool all_known = true;
+  // Cache keys carry the modes in the low bits (locks are 8-aligned): the
+  // graph's nodes depend on them.
+  const uintptr_t to_key = lock | static_cast<uintptr_t>(mode);
+  const auto from_key = [r](int i) {
+    return r->held[i].lock.load(std::memory_order_relaxed) |
+           static_cast<uintptr_t>(r->held[i].mode);
+  };
+  for (int i = 0; i < depth && all_known; ++i) {
+    all_known = CacheHit(r, from_key(i), to_key, epoch);
+  }
+  if (all_known) return;
+  r->busy = true;
+  Cycle cycle;
+  bool report = false;
+  {
+    SpinLockHolder h(&g_graph_mu);
+    for (int i = 0; i < depth && !report; ++i) {
+      const Held& held = r->held[i];
+      report = AddEdge(r, held, lock, mode, site, &cycle);
+      CacheAdd(r, from_key(i), to_key, epoch);
+    }
+  }
+  if (report) ReportCycle(cycle);
+  r->busy = false;
+}
+
+void DeadlockAcquired(const void* lock, LockMode mode, const void* site) {
+  ThreadRecord* r = Record();
+  if (r == nullptr) return;
+  const int depth = r->depth.load(std::memory_order_relaxed);
+  if (depth == kMaxHeld) {
+    ++r->overflow;
+    return;
+  }
+  Held& h = r->held[depth];
+  h.lock.store(reinterpret_cast<uintptr_t>(lock), std::memory_order_relaxed);
+  h.site.store(site, std::memory_order_relaxed);
+  h.mode = mode;
+  r->depth.store(depth + 1, std::memory_order_release);
+}
+
+const void* DeadlockReleased(const void* lock) {
+  ThreadRecord* r = Record();
+  if (r == nullptr) return nullptr;
+  const int k = FindHeld(r, reinterpret_cast<uintptr_t>(lock));
+  if (k < 0) {
+    // Taken beyond kMaxHeld, or by another thread (a normal mutex may be
+    // unlocked by any thread, as in glibc).
+    if (r->overflow > 0) --r->overflow;
+    return nullptr;
+  }
+  const void* site = r->held[k].site.load(std::memory_order_relaxed);
+  const int depth = r->depth.load(std::memory_order_relaxed);
+  for (int i = k; i + 1 < depth; ++i) {
+    r->held[i].lock.store(r->held[i + 1].lock.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+    r->held[i].site.store(r->held[i + 1].site.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+    r->held[i].mode = r->held[i + 1].mode;
+  }
+  r->depth.store(depth - 1, std::memory_order_release);
+  return site;
+}
+
+void DeadlockForget(const void* lock_ptr) {
+  const auto lock = reinterpret_cast<uintptr_t>(lock_ptr);
+  const size_t bit = KnownBit(lock);
+  if ((g_known[bit / 64].load(std::memory_order_relaxed) &
+       (uint64_t{1} << (bit % 64))) == 0) {
+    return;
+  }
+  ThreadRecord* r = Record();
+  if (r != nullptr && r->busy) return;
+  SpinLockHolder h(&g_graph_mu);
+  for (uintptr_t role : {kHeldWrite, kWantWrite, kWantRead, kHeldRead}) {
+    g_graph->RemoveNode(reinterpret_cast<void*>(lock + role));
+  }
+  g_epoch.fetch_add(1, std::memory_order_release);
+}
+
+void DeadlockWaiting(const void* lock, LockMode mode, const void* site) {
+  ThreadRecord* r = Record();
+  if (r == nullptr) return;
+  r->waiting_site.store(site, std::memory_order_relaxed);
+  r->waiting_mode = mode;
+  r->waiting_on.store(reinterpret_cast<uintptr_t>(lock),
+                      std::memory_order_release);
+}
+
+Deadline DeadlockSlice(const Deadline& user, bool* is_user) {
+  *is_user = false;
+  const Deadline check = Deadline::In(kDeadlockCheckAfter);
+  if (user.is_never()) return check;
+  const absl::Time now =
+      user.clock == CLOCK_REALTIME ? absl::Now() : MonotonicNow();
+  if (user.when - now <= kDeadlockCheckAfter) {
+    *is_user = true;
+    return user;
+  }
+  return check;
+}
+
+void DeadlockCheckWait() {
+  ThreadRecord* self = Record();
+  if (self == nullptr) return;
+  // Follow "waits for a lock held by": at most kMaxCycle threads.
+  ThreadRecord* chain[kMaxCycle];
+  int held_at[kMaxCycle];
+  int n = 0;
+  ThreadRecord* r = self;
+  for (;;) {
+    const uintptr_t want = r->waiting_on.load(std::memory_order_acquire);
+    if (want == 0 || n == kMaxCycle) return;
+    chain[n] = r;
+    int k = -1;
+    // A thread re-locking a normal mutex it holds waits for itself.
+    ThreadRecord* holder =
+        FindHeld(r, want) >= 0 && r == self ? r : HolderOf(want, nullptr, &k);
+    if (holder == r) k = FindHeld(r, want);
+    if (holder == nullptr || k < 0) return;
+    held_at[n++] = k;
+    if (holder == self) break;
+    for (int i = 0; i < n; ++i) {
+      if (chain[i] == holder) return;  // a cycle not through this thread
+    }
+    r = holder;
+  }
+  uint64_t key = 0;
+  for (int i = 0; i < n; ++i) {
+    key += chain[i]->waiting_on.load(std::memory_order_relaxed) *
+           0x9E3779B97F4A7C15ull;
+  }
+  {
+    SpinLockHolder h(&g_report_mu);
+    if (!FirstReport(key)) return;
+    g_len = 0;
+    if (n == 1) {
+      Add("parklot: deadlock: a thread waits for a lock it holds, pid %d:\n",
+          getpid());
+    } else {
+      Add("parklot: deadlock: %d threads wait for each other, pid %d:\n", n,
+          getpid());
+    }
+    for (int i = 0; i < n; ++i) {
+      ThreadRecord* t = chain[i];
+      ThreadRecord* holder = chain[(i + 1) % n];
+      const uintptr_t want = t->waiting_on.load(std::memory_order_relaxed);
+      const Held& h = holder->held[held_at[i]];
+      Add("  thread %d waits for lock %#x%s at %s\n",
+          t->tid.load(std::memory_order_relaxed), want,
+          ModeName(t->waiting_mode),
+          Site(t->waiting_site.load(std::memory_order_relaxed)).text);
+      Add("      held by thread %d, taken at %s\n",
+          holder->tid.load(std::memory_order_relaxed),
+          Site(h.site.load(std::memory_order_relaxed)).text);
+    }
+    if (g_abort) Add("parklot: PARKLOT_DEADLOCK=abort: aborting\n");
+    WriteReport(Sink::kReport, absl::string_view(g_text, g_len));
+  }
+  if (g_abort) abort();
+}
+
+}  // namespace parklot::preload

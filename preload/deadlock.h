@@ -1,0 +1,113 @@
+// PARKLOT_DEADLOCK=report|abort: lock-order cycles and actual deadlocks in
+// programs run under the shim.
+//
+// Lock order: each thread's held locks (shim mutexes of every kind, glibc's
+// robust/process-shared ones too, rwlocks in both modes, the mutex a
+// condvar wait re-takes) and a graph of "held A while taking B" edges over
+// lock addresses (Abseil's GraphCycles). The first acquisition that would
+// close a cycle is reported once, with the call sites and threads of every
+// edge and their stacks; the edge is not added. A trylock adds no edge (it
+// cannot wait); re-taking a lock the thread holds (recursive mutex,
+// recursive read lock) adds none either. A cycle whose only way through a
+// reader-preferring rwlock is read-held to read-wanted cannot deadlock (as
+// in glibc, such a reader never waits for readers) and is not reported: an
+// rwlock is four graph nodes (wanted for reading or writing, held for
+// reading or writing) joined by the three ways of waiting that block.
+// Destroying a lock, or initializing an address the graph knows, removes
+// its node: a recycled address makes no false cycle.
+//
+// Actual deadlocks: a thread parked on a lock for kDeadlockCheckAfter walks
+// the wait-for chain (the thread holding the lock it waits for, the lock
+// that one waits for, ...); a chain back to itself is printed once, with
+// each thread's wanted lock and call site and where it took the lock it
+// holds. In abort mode the process then aborts (a core dump shows it).
+// Lock-order cycles are reported, never aborted on: they did not deadlock.
+//
+// Cost: nothing when off (one predictable branch). On: an acquisition with
+// no other lock held updates the thread's list only; one with locks held
+// checks a per-thread cache of known edges and takes the graph's spinlock
+// only for an edge it has not seen. No malloc on any of these paths: the
+// graph lives in Abseil's mmap arena, the rest in mmap'ed tables.
+#ifndef PARKLOT_PRELOAD_DEADLOCK_H_
+#define PARKLOT_PRELOAD_DEADLOCK_H_
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "runtime/config.h"
+#include "runtime/deadline.h"
+
+namespace parklot::preload {
+
+// Whether detection is on (PARKLOT_DEADLOCK=report|abort). Set once by the
+// shim's constructor, before the program runs.
+extern bool g_deadlock;
+
+// How a lock is held or wanted.
+enum class LockMode : uint8_t {
+  kExclusive,   // a mutex
+  kWrite,       // an rwlock's write lock
+  kRead,        // a reader-preferring rwlock's read lock (waits for writers)
+  kReadQueued,  // a writer-preferring rwlock's read lock (also waits behind
+                // waiting writers, who wait for readers)
+};
+
+// How long a thread waits for a lock before it checks for a deadlock.
+inline constexpr absl::Duration kDeadlockCheckAfter = absl::Seconds(1);
+
+// Turns detection on (mmaps its tables; registers fork handlers). Call once
+// from the shim's constructor. Not thread-safe.
+void EnableDeadlockDetection(const Config& config);
+
+// The calling thread is about to take `lock` in `mode` and may wait for it
+// (a lock, timed lock, condvar re-lock; not a trylock), from the call whose
+// return address is `site`: adds the order edges from the locks it holds
+// and reports the first that closes a cycle. Any thread; no malloc.
+void DeadlockBeforeLock(const void* lock, LockMode mode, const void* site);
+
+// The calling thread now holds `lock` (any way of taking it). Any thread.
+void DeadlockAcquired(const void* lock, LockMode mode, const void* site);
+
+// The calling thread releases `lock` (call before the lock word is
+// released). Returns the call site that took it (nullptr if not listed).
+const void* DeadlockReleased(const void* lock);
+
+// `lock` was destroyed, or an address is initialized as a new lock: its
+// graph node and edges go. Any thread.
+void DeadlockForget(const void* lock);
+
+// Marks the calling thread as waiting for `lock` (nullptr: no longer).
+void DeadlockWaiting(const void* lock, LockMode mode, const void* site);
+
+// Called by a thread that has waited kDeadlockCheckAfter for the lock it
+// marked with DeadlockWaiting: reports a wait-for cycle through it (once
+// per cycle) and, in abort mode, aborts.
+void DeadlockCheckWait();
+
+// The deadline for the next slice of a wait that checks for deadlocks:
+// `user`, or kDeadlockCheckAfter from now if that is sooner. Sets
+// `*is_user` to whether it is `user`'s.
+Deadline DeadlockSlice(const Deadline& user, bool* is_user);
+
+// Acquires by calling `try_until(deadline)` (true: acquired) in slices,
+// checking for a deadlock after each slice that ends before `user`.
+// Returns false when `user` passed first.
+template <typename F>
+bool AcquireWatched(const void* lock, LockMode mode, const void* site,
+                    const Deadline& user, F try_until) {
+  DeadlockWaiting(lock, mode, site);
+  bool ok;
+  for (;;) {
+    bool is_user;
+    const Deadline slice = DeadlockSlice(user, &is_user);
+    ok = try_until(slice);
+    if (ok || is_user) break;
+    DeadlockCheckWait();
+  }
+  DeadlockWaiting(nullptr, mode, nullptr);
+  return ok;
+}
+
+}  // namespace parklot::preload
+
+#endif  // PARKLOT_PRELOAD_DEADLOCK_H_

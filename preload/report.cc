@@ -1,0 +1,179 @@
+#include "preload/report.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+#include "absl/debugging/symbolize.h"
+#include "absl/strings/str_format.h"
+#include "hash/bucket_table.h"
+
+namespace parklot::preload {
+namespace {
+
+struct SinkState {
+  char path[PATH_MAX] = "";  // empty: the stderr duplicate
+  bool per_pid = false;      // the path has %p
+};
+SinkState g_sinks[2];
+int g_stderr_dup = STDERR_FILENO;
+pid_t g_start_pid = 0;
+// The executable's full path: dladdr names it by argv[0], which may be
+// relative to a directory the reader is not in.
+char g_exe[PATH_MAX] = "";
+
+SinkState& StateOf(Sink sink) { return g_sinks[static_cast<int>(sink)]; }
+
+void SetPath(SinkState* s, const char* path) {
+  if (path == nullptr || strlen(path) >= sizeof(s->path)) return;
+  strcpy(s->path, path);
+  s->per_pid = strstr(path, "%p") != nullptr;
+}
+
+// The path with %p and %% expanded; false if it does not fit.
+bool ExpandPath(const char* tmpl, char* out, size_t size) {
+  char pid[24];
+  const int pid_len = absl::SNPrintF(pid, sizeof(pid), "%d", getpid());
+  size_t n = 0;
+  for (const char* p = tmpl; *p != '\0'; ++p) {
+    if (p[0] == '%' && (p[1] == 'p' || p[1] == '%')) {
+      const char* add = p[1] == 'p' ? pid : "%";
+      const size_t len = p[1] == 'p' ? static_cast<size_t>(pid_len) : 1;
+      if (n + len >= size) return false;
+      memcpy(out + n, add, len);
+      n += len;
+      ++p;
+    } else {
+      if (n + 1 >= size) return false;
+      out[n++] = *p;
+    }
+  }
+  out[n] = '\0';
+  return true;
+}
+
+void WriteAll(int fd, absl::string_view text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+// Where the call at return address `pc` lives, as addr2line reads it:
+// `pc - 1` (inside the call instruction) less the load base for a
+// position-independent object. Module name from dladdr.
+bool ModuleAddress(uintptr_t pc, const char** module, uintptr_t* addr) {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(pc - 1), &info) == 0 ||
+      info.dli_fbase == nullptr) {
+    return false;
+  }
+  *module = info.dli_fname != nullptr && info.dli_fname[0] != '\0'
+                ? info.dli_fname
+                : "?";
+  if (g_exe[0] != '\0' && program_invocation_name != nullptr &&
+      strcmp(*module, program_invocation_name) == 0) {
+    *module = g_exe;
+  }
+  const auto* ehdr = static_cast<const Elf64_Ehdr*>(info.dli_fbase);
+  const uintptr_t base = ehdr->e_type == ET_EXEC
+                             ? 0
+                             : reinterpret_cast<uintptr_t>(info.dli_fbase);
+  *addr = pc - 1 - base;
+  return true;
+}
+
+// The function containing `addr` and `addr`'s offset into it. Abseil's
+// symbolizer gives the name, not the start: the start is the lowest
+// address below `addr` (within 1 MiB) that still symbolizes to the same
+// name, found by bisection, as a function's code is contiguous.
+bool FunctionAndOffset(uintptr_t addr, char* name, size_t size,
+                       uintptr_t* offset) {
+  if (!absl::Symbolize(reinterpret_cast<void*>(addr), name, size)) {
+    return false;
+  }
+  char other[512];
+  uintptr_t lo = addr > (uintptr_t{1} << 20) ? addr - (uintptr_t{1} << 20) : 1;
+  uintptr_t hi = addr;  // symbolizes to `name`
+  while (lo < hi) {
+    const uintptr_t mid = lo + (hi - lo) / 2;
+    if (absl::Symbolize(reinterpret_cast<void*>(mid), other, sizeof(other)) &&
+        strcmp(other, name) == 0) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  *offset = addr - hi;
+  return true;
+}
+
+}  // namespace
+
+void InitReportSinks(const Config& config) {
+  g_start_pid = getpid();
+  SetPath(&StateOf(Sink::kStats), config.stats_path);
+  SetPath(&StateOf(Sink::kReport), config.report_path);
+  const int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
+  if (fd >= 0) g_stderr_dup = fd;
+  const ssize_t n = readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1);
+  g_exe[n > 0 ? n : 0] = '\0';
+  absl::InitializeSymbolizer("/proc/self/exe");
+}
+
+void WriteReport(Sink sink, absl::string_view text) {
+  const SinkState& s = StateOf(sink);
+  if (s.path[0] == '\0') {
+    WriteAll(g_stderr_dup, text);
+    return;
+  }
+  char path[PATH_MAX];
+  if (!ExpandPath(s.path, path, sizeof(path))) return;
+  const int fd =
+      open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  if (fd < 0) return;
+  WriteAll(fd, text);
+  close(fd);
+}
+
+bool ReportsAtUnderscoreExit(Sink sink) {
+  return getpid() == g_start_pid || StateOf(sink).per_pid;
+}
+
+void DescribeCallSite(const void* pc, char* buf, size_t size) {
+  if (size == 0) return;
+  const auto ret = reinterpret_cast<uintptr_t>(pc);
+  if (ret == 0) {
+    absl::SNPrintF(buf, size, "?");
+    return;
+  }
+  const char* module;
+  uintptr_t addr;
+  if (!ModuleAddress(ret, &module, &addr)) {
+    absl::SNPrintF(buf, size, "%#x", ret);
+    return;
+  }
+  char name[512];
+  uintptr_t offset;
+  // Abseil's symbolizer aborts when its arena cannot map memory: with
+  // memory that short, the module address alone.
+  if (CanMapNow(size_t{1} << 20) &&
+      FunctionAndOffset(ret - 1, name, sizeof(name), &offset)) {
+    absl::SNPrintF(buf, size, "%s+%#x (%s+%#x)", name, offset, module, addr);
+  } else {
+    absl::SNPrintF(buf, size, "%s+%#x", module, addr);
+  }
+}
+
+}  // namespace parklot::preload
