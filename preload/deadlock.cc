@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/internal/graphcycles.h"
 #include "preload/report.h"
+#include "runtime/fork.h"
 #include "runtime/thread_data.h"
 
 namespace parklot::preload {
@@ -443,9 +444,10 @@ bool FirstReport(uint64_t key) {
   return true;
 }
 
-void ForkPrepare() {
+bool ForkPrepare() {
   g_report_mu.Lock();
   g_graph_mu.Lock();
+  return true;
 }
 void ForkParent() {
   g_graph_mu.Unlock();
@@ -494,7 +496,8 @@ void EnableDeadlockDetection(const Config& config) {
   g_known_edges = static_cast<std::atomic<uint64_t>*>(known);
   g_graph = new (g_graph_storage) GraphCycles();
   g_abort = config.deadlock == DeadlockMode::kAbort;
-  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  static constexpr ForkHandlers kForkStep{ForkPrepare, ForkParent, ForkChild};
+  RegisterForkStep(ForkStep::kDeadlockGraph, &kForkStep);
   g_deadlock = true;
 }
 

@@ -50,35 +50,27 @@ __attribute__((visibility("hidden"))) extern const char parklot_user_cmpxchg32_i
 __attribute__((visibility("hidden"))) extern const char parklot_user_fault[];
 }
 
+// parklot_user_load32 and _load64 are one shape, the assembler macro
+// below, at two widths (`reg`: %eax or %rax).
 asm(R"(
   .text
+  .macro parklot_user_load name, reg
   .p2align 4
-  .globl parklot_user_load32, parklot_user_load32_insn
-  .hidden parklot_user_load32, parklot_user_load32_insn
-  .type parklot_user_load32, @function
-parklot_user_load32:
+  .globl \name, \name\()_insn
+  .hidden \name, \name\()_insn
+  .type \name, @function
+\name:
   .cfi_startproc
-parklot_user_load32_insn:
-  movl (%rdi), %eax
-  movl %eax, (%rsi)
+\name\()_insn:
+  mov (%rdi), \reg
+  mov \reg, (%rsi)
   xorl %eax, %eax
   ret
   .cfi_endproc
-  .size parklot_user_load32, .-parklot_user_load32
-
-  .p2align 4
-  .globl parklot_user_load64, parklot_user_load64_insn
-  .hidden parklot_user_load64, parklot_user_load64_insn
-  .type parklot_user_load64, @function
-parklot_user_load64:
-  .cfi_startproc
-parklot_user_load64_insn:
-  movq (%rdi), %rax
-  movq %rax, (%rsi)
-  xorl %eax, %eax
-  ret
-  .cfi_endproc
-  .size parklot_user_load64, .-parklot_user_load64
+  .size \name, .-\name
+  .endm
+  parklot_user_load parklot_user_load32, %eax
+  parklot_user_load parklot_user_load64, %rax
 
   .p2align 4
   .globl parklot_user_cmpxchg32, parklot_user_cmpxchg32_insn

@@ -6,6 +6,7 @@
 #include "preload/report.h"
 #include "preload/shim.h"
 #include "runtime/config.h"
+#include "runtime/fork.h"
 
 namespace parklot::preload {
 
@@ -16,13 +17,16 @@ namespace {
 
 void AtExit() { PrintStatsReport(); }
 
+constexpr ForkHandlers kStandInsForkStep{nullptr, nullptr,
+                                         ResetStandInsInChild};
+
 // Runs when the shim is loaded, before the program's constructors (the
 // preloaded object is initialized first). Calls that arrive earlier (from
 // another preloaded library's constructor) work: the lot initializes on
 // first use and glibc entry points resolve on first need.
 __attribute__((constructor)) void Init() {
   RealGlibc();
-  pthread_atfork(nullptr, nullptr, ResetStandInsInChild);
+  RegisterForkStep(ForkStep::kShimStandIns, &kStandInsForkStep);
   const Config& config = GetConfig();
   if (config.stats || config.deadlock != DeadlockMode::kOff) {
     InitReportSinks(config);

@@ -151,8 +151,9 @@ inline bool ValidClock(clockid_t clock) {
   return clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC;
 }
 
-// fork() child handler: frees the stand-in mutexes of process-shared
-// condvar waits (cond_shim.cc), which only threads now gone could hold.
+// The child part of ForkStep::kShimStandIns (runtime/fork.h, registered by
+// init.cc): frees the stand-in mutexes of process-shared condvar waits
+// (cond_shim.cc), which only threads now gone could hold.
 void ResetStandInsInChild();
 
 // Statistics (PARKLOT_STATS=1): whether they are on, and the hooks.

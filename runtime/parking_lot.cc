@@ -96,18 +96,6 @@ Waiter* TakeWaiters(Bucket* b, uintptr_t key, bool claim, Take take,
   return chain_head;
 }
 
-// Moves every thread in `chain` to `to`'s queue in `bt`, in order. They
-// stay parked: only their key and queue change.
-void MoveChain(Waiter* chain, uintptr_t to, Bucket* bt)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(bt->lock) {
-  while (chain != nullptr) {
-    Waiter* next = chain->next;
-    chain->key.store(to, std::memory_order_relaxed);
-    bt->Enqueue(chain);
-    chain = next;
-  }
-}
-
 // Releases every thread in `chain` with `token`.
 void ReleaseChain(Waiter* chain, UnparkToken token, WakeList* wakes) {
   while (chain != nullptr) {
@@ -137,6 +125,69 @@ Waiter* TakeUpTo(Bucket* b, uintptr_t key, bool claim, size_t limit,
       count, wakes);
 }
 
+// Unlinks up to `limit` (>= 1) waiters on `key`, FIFO, whatever their park
+// tokens, claimed for a wake-up (TakeWaiters): the first waiters, as every
+// unpark but UnparkFilter and UnparkUpTo takes them.
+Waiter* TakeFirst(Bucket* b, uintptr_t key, size_t limit, size_t* count,
+                  WakeList* wakes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
+  return TakeUpTo(b, key, /*claim=*/true, limit, kAnyParkToken, count, wakes);
+}
+
+// Moves up to `limit` (>= 1) waiters on `from` (in `bf`) to `to`'s queue in
+// `bt`, FIFO, behind those already there, counting them into `*count`. They
+// stay parked: only their key and queue change. Away waiters met on the way
+// are released into `wakes` (TakeWaiters).
+void RequeueFirst(Bucket* bf, uintptr_t from, Bucket* bt, uintptr_t to,
+                  size_t limit, size_t* count, WakeList* wakes)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(bf->lock, bt->lock) {
+  Waiter* chain = TakeUpTo(bf, from, /*claim=*/false, limit, kAnyParkToken,
+                           count, wakes);
+  while (chain != nullptr) {
+    Waiter* next = chain->next;
+    chain->key.store(to, std::memory_order_relaxed);
+    bt->Enqueue(chain);
+    chain = next;
+  }
+}
+
+// Adds `n` to the unparks counted for `self` (nullptr: a thread that has
+// not registered, whose unparks go uncounted).
+void CountUnparks(ThreadData* self, size_t n) {
+  if (self != nullptr) self->counters.Add(self->counters.unparks, n);
+}
+
+// The frame of every unpark on one key: pins the table (ReadSection), locks
+// `key`'s bucket, runs `body(bucket, &wakes)`, unlocks, and issues the
+// FUTEX_WAKEs `body` queued once the section has closed. Takes a bucket
+// lock: callers outside a lock section only.
+template <typename Body>
+void WithBucket(uintptr_t key, Body body) {
+  BucketTable& table = GlobalTable();
+  WakeList wakes;
+  {
+    BucketTable::ReadSection rs(table);
+    Bucket* b = table.LockBucket(key);
+    body(b, &wakes);
+    BucketTable::UnlockBucket(b);
+  }
+  wakes.Flush();
+}
+
+// WithBucket for two keys: `body(from's bucket, to's bucket, &wakes)` runs
+// with both locked (one bucket, locked once, if they share it).
+template <typename Body>
+void WithBucketPair(uintptr_t from, uintptr_t to, Body body) {
+  BucketTable& table = GlobalTable();
+  WakeList wakes;
+  {
+    BucketTable::ReadSection rs(table);
+    auto pair = table.LockBucketPair(from, to);
+    body(pair.first, pair.second, &wakes);
+    BucketTable::UnlockBucketPair(pair);
+  }
+  wakes.Flush();
+}
+
 bool Fair(Bucket* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
   const int64_t mean = GetConfig().fair_mean_ns;
   // fair_mean_ns 0 means "always fair" (config.h), the first unpark from a
@@ -145,27 +196,34 @@ bool Fair(Bucket* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
   return b->FairTimeoutExpired(MonotonicNanos(), mean);
 }
 
-// A park ending without an unpark (timeout, signal, cancellation): leaves
-// the queue and runs `timed_out(current key, was_last_thread)` under the
-// bucket lock. Returns false, leaving the queue alone, if an unparker
-// released the thread first (it does so under the same bucket lock). A
-// requeue may have moved the thread: its current key is the one used.
-bool LeaveQueue(ThreadData* td, BucketTable& table,
-                absl::FunctionRef<void(uintptr_t, bool)> timed_out) {
+// How LeaveQueue ended.
+enum class Leave {
+  kLeft,           // the thread left its queue; `left_queue` ran
+  kUnparkedFirst,  // an unparker had released it: nothing was done
+};
+
+// A park ending without an unpark (timeout, signal, cancellation, eviction
+// of a record left by siglongjmp): leaves the queue and runs
+// `left_queue(current key, was_last_thread)` under the bucket lock, unless
+// an unparker released the thread first (it does so under the same bucket
+// lock). A requeue may have moved the thread: its current key is the one
+// used.
+Leave LeaveQueue(ThreadData* td, BucketTable& table,
+                 absl::FunctionRef<void(uintptr_t, bool)> left_queue) {
   BucketTable::ReadSection rs(table);
   Bucket* b = table.LockWaiterBucket(&td->waiter);
   if (td->parker.load(std::memory_order_acquire) == 0) {
     BucketTable::UnlockBucket(b);
-    return false;
+    return Leave::kUnparkedFirst;
   }
   const uintptr_t current = td->waiter.current_key();
   Waiter* prev = nullptr;
   for (Waiter* w = b->head; w != &td->waiter; w = w->next) prev = w;
   b->Remove(&td->waiter, prev);
   td->parker.store(0, std::memory_order_relaxed);
-  timed_out(current, !b->HasKey(current, b->head));
+  left_queue(current, !b->HasKey(current, b->head));
   BucketTable::UnlockBucket(b);
-  return true;
+  return Leave::kLeft;
 }
 
 // Unparks up to `count` threads parked on `key` whose park token matches
@@ -173,18 +231,12 @@ bool LeaveQueue(ThreadData* td, BucketTable& table,
 // bucket lock: callers outside a lock section only.
 size_t UnparkMatching(uintptr_t key, size_t count, ParkToken token_mask,
                       UnparkToken token) {
-  BucketTable& table = GlobalTable();
-  WakeList wakes;
   size_t n = 0;
-  {
-    BucketTable::ReadSection rs(table);
-    Bucket* b = table.LockBucket(key);
-    ReleaseChain(TakeUpTo(b, key, /*claim=*/true, count, token_mask, &n,
-                          &wakes),
-                 token, &wakes);
-    BucketTable::UnlockBucket(b);
-  }
-  wakes.Flush();
+  WithBucket(key, [&](Bucket* b, WakeList* wakes) {
+    ReleaseChain(
+        TakeUpTo(b, key, /*claim=*/true, count, token_mask, &n, wakes),
+        token, wakes);
+  });
   return n;
 }
 
@@ -204,9 +256,9 @@ void UnparkEveryone() {
         if (b == nullptr) break;
         while (b->head != nullptr) {
           size_t n = 0;
-          ReleaseChain(TakeUpTo(b, b->head->current_key(), /*claim=*/true,
-                                SIZE_MAX, kAnyParkToken, &n, &wakes),
-                       kDefaultUnparkToken, &wakes);
+          ReleaseChain(
+              TakeFirst(b, b->head->current_key(), SIZE_MAX, &n, &wakes),
+              kDefaultUnparkToken, &wakes);
         }
         BucketTable::UnlockBucket(b);
       }
@@ -270,7 +322,9 @@ void DeferUnpark(ThreadData* td, uintptr_t key, size_t count,
 bool internal::EvictOwnRecord(ThreadData* td) {
   if (td->parker.load(std::memory_order_acquire) == 0) return false;
   BucketTable& table = GlobalTable();
-  if (!LeaveQueue(td, table, [](uintptr_t, bool) {})) return false;
+  if (LeaveQueue(td, table, [](uintptr_t, bool) {}) == Leave::kUnparkedFirst) {
+    return false;
+  }
   td->unpark_token = kDefaultUnparkToken;
   return true;
 }
@@ -281,7 +335,7 @@ void internal::InstallDeferredUnparkRunner() {
 
 ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
                 absl::FunctionRef<void()> before_sleep,
-                absl::FunctionRef<void(uintptr_t, bool)> timed_out,
+                absl::FunctionRef<void(uintptr_t, bool)> left_queue,
                 ParkToken park_token, Deadline deadline) {
   ThreadData* td = CurrentThreadData();
   BucketTable& table = GlobalTable();
@@ -316,15 +370,16 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
   struct UnwindGuard {
     ThreadData* td;
     BucketTable& table;
-    absl::FunctionRef<void(uintptr_t, bool)> timed_out;
+    absl::FunctionRef<void(uintptr_t, bool)> left_queue;
     bool armed = true;
     ~UnwindGuard() {
       if (!armed) return;
       registry::SetState(td, ThreadState::kRunning);
-      td->unwound_unparked = !LeaveQueue(td, table, timed_out);
+      td->unwound_unparked =
+          LeaveQueue(td, table, left_queue) == Leave::kUnparkedFirst;
       td->unwound_token = td->unpark_token;
     }
-  } guard{td, table, timed_out};
+  } guard{td, table, left_queue};
   const bool released = SleepOnParker(td, deadline);
   guard.armed = false;
   registry::SetState(td, ThreadState::kRunning);
@@ -335,7 +390,7 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
   // requeue may have moved us to another key: the callback is told the
   // current one.
   const bool interrupted = td->interrupted;
-  if (!LeaveQueue(td, table, timed_out)) {
+  if (LeaveQueue(td, table, left_queue) == Leave::kUnparkedFirst) {
     return {ParkResult::kUnparked, td->unpark_token};
   }
   if (interrupted) return {ParkResult::kInterrupted, 0};
@@ -359,32 +414,24 @@ UnparkResult UnparkOne(uintptr_t key,
                        absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
-  BucketTable& table = GlobalTable();
-  WakeList wakes;
   UnparkResult result;
-  {
-    BucketTable::ReadSection rs(table);
-    Bucket* b = table.LockBucket(key);
-    size_t n = 0;
-    Waiter* w = TakeUpTo(b, key, /*claim=*/true, 1, kAnyParkToken, &n, &wakes);
+  WithBucket(key, [&](Bucket* b, WakeList* wakes) {
+    Waiter* w = TakeFirst(b, key, 1, &result.unparked_threads, wakes);
     if (w != nullptr) {
-      result.unparked_threads = 1;
       result.have_more_threads = b->HasKey(key, b->head);
       result.be_fair = Fair(b);
     }
     const UnparkToken token = callback(result);
-    if (w != nullptr) wakes.Release(DataOf(w), token);
-    BucketTable::UnlockBucket(b);
-  }
-  wakes.Flush();
-  self->counters.Add(self->counters.unparks, result.unparked_threads);
+    if (w != nullptr) wakes->Release(DataOf(w), token);
+  });
+  CountUnparks(self, result.unparked_threads);
   return result;
 }
 
 size_t UnparkAll(uintptr_t key, UnparkToken token) {
   ThreadData* self = CurrentThreadData();
   const size_t n = UnparkMatching(key, SIZE_MAX, kAnyParkToken, token);
-  self->counters.Add(self->counters.unparks, n);
+  CountUnparks(self, n);
   return n;
 }
 
@@ -401,9 +448,7 @@ size_t UnparkUpTo(uintptr_t key, size_t count, ParkToken token_mask) {
   // met below, is evicted like any other).
   const size_t n =
       UnparkMatching(key, count, token_mask, kDefaultUnparkToken);
-  if (ThreadData* self = CurrentThreadDataIfAny()) {
-    self->counters.Add(self->counters.unparks, n);
-  }
+  CountUnparks(CurrentThreadDataIfAny(), n);
   return n;
 }
 
@@ -416,39 +461,25 @@ UnparkResult UnparkRequeue(
     absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
-  BucketTable& table = GlobalTable();
-  WakeList wakes;
   UnparkResult result;
-  {
-    BucketTable::ReadSection rs(table);
-    auto pair = table.LockBucketPair(from, to);
-    Bucket* bf = pair.first;
-    Bucket* bt = pair.second;
+  WithBucketPair(from, to, [&](Bucket* bf, Bucket* bt, WakeList* wakes) {
     const RequeueOp op = validate();
-    if (op == RequeueOp::kAbort) {
-      BucketTable::UnlockBucketPair(pair);
-      return result;
-    }
+    if (op == RequeueOp::kAbort) return;
     Waiter* wake = nullptr;
     if (op == RequeueOp::kUnparkOne || op == RequeueOp::kUnparkOneRequeueRest) {
-      wake = TakeUpTo(bf, from, /*claim=*/true, 1, kAnyParkToken,
-                      &result.unparked_threads, &wakes);
+      wake = TakeFirst(bf, from, 1, &result.unparked_threads, wakes);
     }
     if (op == RequeueOp::kRequeueOne || op == RequeueOp::kRequeueAll ||
         op == RequeueOp::kUnparkOneRequeueRest) {
       const size_t limit = op == RequeueOp::kRequeueOne ? 1 : SIZE_MAX;
-      MoveChain(TakeUpTo(bf, from, /*claim=*/false, limit, kAnyParkToken,
-                         &result.requeued_threads, &wakes),
-                to, bt);
+      RequeueFirst(bf, from, bt, to, limit, &result.requeued_threads, wakes);
     }
     result.have_more_threads = bf->HasKey(from, bf->head);
     if (wake != nullptr) result.be_fair = Fair(bf);
     const UnparkToken token = callback(op, result);
-    if (wake != nullptr) wakes.Release(DataOf(wake), token);
-    BucketTable::UnlockBucketPair(pair);
-  }
-  wakes.Flush();
-  self->counters.Add(self->counters.unparks, result.unparked_threads);
+    if (wake != nullptr) wakes->Release(DataOf(wake), token);
+  });
+  CountUnparks(self, result.unparked_threads);
   return result;
 }
 
@@ -457,13 +488,8 @@ UnparkResult UnparkFilter(
     absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
-  BucketTable& table = GlobalTable();
-  WakeList wakes;
   UnparkResult result;
-  {
-    BucketTable::ReadSection rs(table);
-    Bucket* b = table.LockBucket(key);
-    size_t n = 0;
+  WithBucket(key, [&](Bucket* b, WakeList* wakes) {
     Waiter* chain = TakeWaiters(
         b, key, /*claim=*/true,
         [&](ThreadData* td, bool* stop) {
@@ -478,16 +504,13 @@ UnparkResult UnparkFilter(
           *stop = true;
           return false;
         },
-        &n, &wakes);
-    result.unparked_threads = n;
+        &result.unparked_threads, wakes);
     result.have_more_threads = b->HasKey(key, b->head);
-    if (n != 0) result.be_fair = Fair(b);
+    if (result.unparked_threads != 0) result.be_fair = Fair(b);
     const UnparkToken token = callback(result);
-    ReleaseChain(chain, token, &wakes);
-    BucketTable::UnlockBucket(b);
-  }
-  wakes.Flush();
-  self->counters.Add(self->counters.unparks, result.unparked_threads);
+    ReleaseChain(chain, token, wakes);
+  });
+  CountUnparks(self, result.unparked_threads);
   return result;
 }
 
@@ -496,41 +519,29 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
                       UnparkToken token) {
   // Registering makes the thread an RCU reader (see ReadSection).
   ThreadData* self = CurrentThreadData();
-  BucketTable& table = GlobalTable();
-  WakeList wakes;
   PairResult result;
-  {
-    BucketTable::ReadSection rs(table);
-    auto pair = table.LockBucketPair(from, to);
-    Bucket* bf = pair.first;
-    Bucket* bt = pair.second;
+  WithBucketPair(from, to, [&](Bucket* bf, Bucket* bt, WakeList* wakes) {
     PairPlan p;
     if (!plan(&p)) {
-      BucketTable::UnlockBucketPair(pair);
       result.aborted = true;
-      return result;
+      return;
     }
     Waiter* woken_from = nullptr;
     if (p.unpark_from != 0) {
-      woken_from = TakeUpTo(bf, from, /*claim=*/true, p.unpark_from, kAnyParkToken,
-                            &result.unparked_from, &wakes);
+      woken_from = TakeFirst(bf, from, p.unpark_from, &result.unparked_from,
+                             wakes);
     }
     if (p.requeue != 0) {
-      MoveChain(TakeUpTo(bf, from, /*claim=*/false, p.requeue, kAnyParkToken,
-                         &result.requeued, &wakes),
-                to, bt);
+      RequeueFirst(bf, from, bt, to, p.requeue, &result.requeued, wakes);
     }
     Waiter* woken_to = nullptr;
     if (p.unpark_to != 0) {
-      woken_to = TakeUpTo(bt, to, /*claim=*/true, p.unpark_to, kAnyParkToken,
-                          &result.unparked_to, &wakes);
+      woken_to = TakeFirst(bt, to, p.unpark_to, &result.unparked_to, wakes);
     }
-    ReleaseChain(woken_from, token, &wakes);
-    ReleaseChain(woken_to, token, &wakes);
-    BucketTable::UnlockBucketPair(pair);
-  }
-  wakes.Flush();
-  self->counters.Add(self->counters.unparks, result.unparked_from + result.unparked_to);
+    ReleaseChain(woken_from, token, wakes);
+    ReleaseChain(woken_to, token, wakes);
+  });
+  CountUnparks(self, result.unparked_from + result.unparked_to);
   return result;
 }
 

@@ -3,12 +3,16 @@
 //
 // The API follows WebKit's ParkingLot and Rust's parking_lot_core, in the
 // field's terms: park, unpark, requeue, filter, tokens, eventual fairness.
-// Every function is thread-safe and async-cancel-unsafe; none allocates
-// heap memory itself (a thread's first use registers it, and registration
-// calls pthread_setspecific and liburcu, which may). Callbacks are
-// absl::FunctionRef and run on the calling thread; those documented as
-// running "under the bucket lock" must not park, unpark, or block, and
-// should be short.
+// Every function is thread-safe and async-cancel-unsafe. None calls malloc
+// itself, with one exception per thread: the first Park or unpark (but
+// UnparkUpTo, which never registers) registers the calling thread
+// (CurrentThreadData), and registration calls pthread_setspecific, which
+// callocs when the program holds 32 or more pthread keys, and liburcu-bp's
+// reader registration, which may mmap. Later calls on that thread do not
+// allocate (a table growth, at a registration, maps memory: never malloc).
+// Callbacks are absl::FunctionRef and run on the calling thread; those
+// documented as running "under the bucket lock" must not park, unpark, or
+// block, and should be short.
 //
 // Signal handlers (DESIGN.md invariant 6). A handler may interrupt its
 // thread anywhere, including inside a lock section (bucket locks held).
@@ -60,9 +64,9 @@ struct ParkResult {
   enum Kind {
     kUnparked,  // woken by an unpark; `token` is the unparker's token
     kInvalid,   // validate() returned false; the thread did not sleep
-    kTimedOut,  // the deadline passed first; timed_out() was called
+    kTimedOut,  // the deadline passed first; left_queue() was called
     // A signal handler interrupted the sleep inside an InterruptiblePark
-    // scope; the thread left the queue as on a timeout (timed_out() was
+    // scope; the thread left the queue as on a timeout (left_queue() was
     // called).
     kInterrupted,
   };
@@ -93,17 +97,19 @@ struct UnparkResult {
 // thread does not park and kInvalid is returned. Otherwise the thread is
 // queued (FIFO per key) with `park_token`, the bucket unlocked,
 // `before_sleep` called, and the thread sleeps. If the deadline passes
-// first, the thread dequeues itself and calls `timed_out(key,
+// first, the thread dequeues itself and calls `left_queue(key,
 // was_last_thread)` under the bucket lock, where `key` is the key it was
 // parked on at that moment (another one if UnparkRequeue moved it) and
 // `was_last_thread` tells whether no other thread is parked on that key;
-// kTimedOut is returned. Signals
-// and spurious futex returns never end the park early, except inside an
-// InterruptiblePark scope (below).
+// kTimedOut is returned. `left_queue` runs the same way whenever the park
+// ends without an unpark: on a timeout, an interruption (InterruptiblePark)
+// and a cancellation (CancellationPoint); never when an unparker released
+// the thread first. Signals and spurious futex returns never end the park
+// early, except inside an InterruptiblePark scope (below).
 ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
                 absl::FunctionRef<void()> before_sleep,
                 absl::FunctionRef<void(uintptr_t key, bool was_last_thread)>
-                    timed_out,
+                    left_queue,
                 ParkToken park_token, Deadline deadline);
 
 // Park with no callbacks beyond `validate`, no token, no deadline.
@@ -171,7 +177,7 @@ UnparkResult UnparkFilter(
 // Within its scope, the calling thread's parks are POSIX cancellation
 // points (pthread_cond_wait, sem_wait, ...): while asleep the thread is in
 // asynchronous cancellation mode. A cancelled park leaves the queue as a
-// timed-out one would (its timed_out callback runs), records in
+// timed-out one would (its left_queue callback runs), records in
 // ThreadData::unwound_unparked/unwound_token whether an unparker had
 // released it first, and lets the cancellation unwind; the primitive's own
 // unwinding cleanup then restores its invariants (re-locks the mutex, passes
@@ -190,7 +196,7 @@ class CancellationPoint {
 // with no deadline (the kernel restarts it after an SA_RESTART handler, and
 // ends it with EINTR after any other handler) and timed otherwise (ended
 // with EINTR after any handler). A park so ended leaves the queue as a
-// timed-out one would (its timed_out callback runs) and returns
+// timed-out one would (its left_queue callback runs) and returns
 // kInterrupted; one that an unparker released first returns kUnparked.
 // Signals with no handler (ignored, or stop/continue) never end a park.
 // Used by the preload shim to serve syscall(SYS_futex) waits. Per thread;

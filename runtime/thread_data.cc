@@ -13,6 +13,7 @@
 #include "absl/base/internal/raw_logging.h"
 #include "hash/futex.h"
 #include "runtime/config.h"
+#include "runtime/fork.h"
 #include "runtime/stats.h"
 
 namespace parklot {
@@ -173,12 +174,10 @@ void OnThreadExit(void*) {
   pthread_setspecific(r.exit_key, td);
 }
 
-// Whether ForkPrepare took the locks (g_init may turn 2 meanwhile).
-bool g_fork_locked = false;
-
-// fork(): see BucketTable::LockAllForFork. Registered at load time, so
-// these run innermost: after the program's prepare handlers (which may
-// lock parklot mutexes) and before its parent/child handlers.
+// fork(): the ForkStep::kLot step (runtime/fork.h runs it, innermost of
+// the program's handlers; see BucketTable::LockAllForFork). ForkParent and
+// ForkChild run only if ForkPrepare took the locks (g_init may turn 2
+// between the two).
 //
 // liburcu-bp's fork handlers lock and unlock its mutexes, pthread mutexes
 // that under the preload shim run on this very lot: a contended one parks
@@ -188,8 +187,8 @@ bool g_fork_locked = false;
 // bucket lock, never the reverse). The other order self-deadlocks the
 // forking thread on a bucket it holds as soon as a thread registering
 // with urcu (a new thread's first lock) contends for urcu's lock.
-void ForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (g_init.load(std::memory_order_acquire) != 2) return;
+bool ForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (g_init.load(std::memory_order_acquire) != 2) return false;
   // Registered first: urcu's handler below locks pthread mutexes, and
   // registering then would wait for g_rcu_registration, held by us.
   CurrentThreadData();
@@ -202,12 +201,10 @@ void ForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   urcu_bp_before_fork();
   Reg().lock.Lock();
   reinterpret_cast<BucketTable*>(g_table_storage)->LockAllForFork();
-  g_fork_locked = true;
+  return true;
 }
 
 void ForkParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (!g_fork_locked) return;
-  g_fork_locked = false;
   reinterpret_cast<BucketTable*>(g_table_storage)->UnlockAllAfterFork();
   Reg().lock.Unlock();
   urcu_bp_after_fork_parent();
@@ -215,8 +212,6 @@ void ForkParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (!g_fork_locked) return;
-  g_fork_locked = false;
   reinterpret_cast<BucketTable*>(g_table_storage)->ResetInChildAfterFork();
   // Only this thread lives on: every other index is free again, and no
   // other thread is parked.
@@ -244,8 +239,10 @@ void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   g_rcu_registration.Unlock();
 }
 
+constexpr ForkHandlers kLotForkStep{ForkPrepare, ForkParent, ForkChild};
+
 __attribute__((constructor)) void RegisterForkHandlers() {
-  pthread_atfork(ForkPrepare, ForkParent, ForkChild);
+  RegisterForkStep(ForkStep::kLot, &kLotForkStep);
 }
 
 }  // namespace

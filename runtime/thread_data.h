@@ -127,7 +127,13 @@ bool LotInitialized();
 
 // The calling thread's data, registered on first call (counts the thread as
 // live, gives it a slot, may grow the table). Must not be called inside a
-// table ReadSection. Never allocates.
+// table ReadSection. After the first call: one TLS load, no allocation.
+// The first call per thread may allocate, outside the lot's own code:
+// glibc's pthread_setspecific callocs a second-level key block when the
+// program holds 32 or more keys, and liburcu-bp's reader registration may
+// mmap its registry arena; a table growth it triggers maps memory
+// (GlobalTable). The lot's own storage (ThreadData, the registry) is static
+// TLS and .bss.
 inline ThreadData* CurrentThreadData() {
   if (__builtin_expect(internal::t_registered, 1)) return &internal::t_data;
   return internal::RegisterCurrentThread();
@@ -191,7 +197,11 @@ uint32_t HighestIndex();
 }  // namespace registry
 
 // The process's table, created on first use from GetConfig() (which fixes
-// the configuration). Thread-safe; never allocates heap memory.
+// the configuration). Thread-safe. Never calls malloc: the table object,
+// with a first table of up to BucketTable::kInlineBuckets buckets inside
+// it, is static storage; a larger table (configured, or a growth at a
+// thread's registration) is mmap-ed, and a failed mapping falls back
+// (BucketTable).
 BucketTable& GlobalTable();
 
 }  // namespace parklot

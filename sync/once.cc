@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include "runtime/fork.h"
 #include "runtime/parking_lot.h"
 
 namespace parklot {
@@ -20,8 +21,10 @@ void BumpGenerationInChild() {
 
 // Registered at load time, so it runs before the child handlers of the
 // program (which may call pthread_once).
+constexpr ForkHandlers kOnceForkStep{nullptr, nullptr, BumpGenerationInChild};
+
 __attribute__((constructor)) void RegisterForkHandler() {
-  pthread_atfork(nullptr, nullptr, BumpGenerationInChild);
+  RegisterForkStep(ForkStep::kOnceGeneration, &kOnceForkStep);
 }
 
 // Resets the Once to "not run" and wakes every waiter if the init function

@@ -162,7 +162,7 @@ TEST(GrowthUnderLoad, ThousandThreadsOnDistinctKeys) {
   for (size_t k = 0; k < timed.size(); ++k) {
     const auto& rec = timed[k]->Join();
     EXPECT_TRUE(rec.result.timed_out());
-    EXPECT_EQ(rec.timed_out_key, KeyOf(&timed_keys[k]));
+    EXPECT_EQ(rec.left_queue_key, KeyOf(&timed_keys[k]));
     EXPECT_TRUE(rec.was_last_thread);
     EXPECT_EQ(UnparkAll(KeyOf(&timed_keys[k])), 0u);
   }

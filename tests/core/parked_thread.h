@@ -23,8 +23,8 @@ struct ParkRecord {
   ParkResult result{ParkResult::kInvalid, 0};
   int validate_calls = 0;
   int before_sleep_calls = 0;
-  int timed_out_calls = 0;
-  uintptr_t timed_out_key = 0;
+  int left_queue_calls = 0;
+  uintptr_t left_queue_key = 0;
   bool was_last_thread = false;
   uint32_t slot = 0;
   // The clocks read right after Park returned, to check that a timed-out
@@ -86,8 +86,8 @@ class ParkedThread {
           enqueued_.store(true, std::memory_order_release);
         },
         [this](uintptr_t k, bool last) {
-          ++record_.timed_out_calls;
-          record_.timed_out_key = k;
+          ++record_.left_queue_calls;
+          record_.left_queue_key = k;
           record_.was_last_thread = last;
         },
         token_, deadline_);

@@ -180,7 +180,7 @@ TEST(UnparkOne, WakesInFifoOrderWithTokensAndMoreFlag) {
     EXPECT_EQ(rec.result.token, UnparkToken(1000 + i));
     EXPECT_EQ(rec.validate_calls, 1);
     EXPECT_EQ(rec.before_sleep_calls, 1);
-    EXPECT_EQ(rec.timed_out_calls, 0);
+    EXPECT_EQ(rec.left_queue_calls, 0);
   }
   EXPECT_EQ(UnparkAll(key), 0u);
 }
@@ -321,7 +321,7 @@ TEST(ParkDeadline, MonotonicTimeoutDoesNotReturnEarly) {
   ParkedThread t(KeyOf(&s), 0, d);
   const auto& rec = t.Join();
   EXPECT_TRUE(rec.result.timed_out());
-  EXPECT_EQ(rec.timed_out_calls, 1);
+  EXPECT_EQ(rec.left_queue_calls, 1);
   EXPECT_TRUE(rec.was_last_thread);
   // Only a lower bound: a loaded machine may return late, never early.
   EXPECT_GE(rec.mono_after, d.when);
@@ -334,7 +334,7 @@ TEST(ParkDeadline, RealtimeTimeoutDoesNotReturnEarly) {
   ParkedThread t(KeyOf(&s), 0, d);
   const auto& rec = t.Join();
   EXPECT_TRUE(rec.result.timed_out());
-  EXPECT_EQ(rec.timed_out_calls, 1);
+  EXPECT_EQ(rec.left_queue_calls, 1);
   EXPECT_GE(rec.real_after, d.when);
 }
 
@@ -383,7 +383,7 @@ TEST(ParkDeadline, HugeDeadlinesStillSleepAndWake) {
     const auto& rec = t.Join();
     EXPECT_TRUE(rec.result.unparked());
     EXPECT_EQ(rec.result.token, 3u);
-    EXPECT_EQ(rec.timed_out_calls, 0);
+    EXPECT_EQ(rec.left_queue_calls, 0);
   }
 }
 
@@ -398,7 +398,7 @@ TEST(ParkDeadline, WasLastThreadFalseWhileOthersRemain) {
   ParkedThread leave(KeyOf(&s), 3, Deadline::In(absl::Milliseconds(20)));
   const auto& rec = leave.Join();
   EXPECT_TRUE(rec.result.timed_out());
-  EXPECT_EQ(rec.timed_out_key, KeyOf(&s));
+  EXPECT_EQ(rec.left_queue_key, KeyOf(&s));
   EXPECT_FALSE(rec.was_last_thread);
   // The timed-out thread left the queue; the other stayed.
   EXPECT_EQ(QueuedTokens(KeyOf(&s)), std::vector<ParkToken>{1});
@@ -433,7 +433,7 @@ TEST(ParkDeadline, TimedOutThreadLeavesMiddleOfQueue) {
 
 // A park whose deadline expires while an unparker releases it must report
 // exactly one outcome: unparked (with the token) if and only if the
-// unparker counted it, else timed out (and timed_out() ran). Covers the
+// unparker counted it, else timed out (and left_queue() ran). Covers the
 // re-check of the parker under the bucket lock on the timeout path.
 TEST(ParkDeadline, TimeoutRacingUnparkHasOneOutcome) {
   Watchdog wd(kWatch, "TimeoutRacingUnpark");
@@ -701,7 +701,7 @@ TEST(UnparkRequeueEmpty, EmptyFromReportsNothing) {
 }
 
 // A thread requeued to another key and then timing out must leave the queue
-// of the key it is on now, and timed_out() must name that key: a lock that
+// of the key it is on now, and left_queue() must name that key: a lock that
 // a condvar requeued waiters onto relies on was_last_thread for its own key.
 // Regression test: the timeout path used to search the original key's
 // bucket and walked off the end of its queue.
@@ -720,8 +720,8 @@ TEST(UnparkRequeueTimeout, RequeuedThreadTimesOutFromItsNewKey) {
     const auto& rec = t.Join();
     ASSERT_TRUE(rec.result.timed_out());
     if (r.requeued_threads == 0) continue;  // it timed out first
-    EXPECT_EQ(rec.timed_out_calls, 1);
-    EXPECT_EQ(rec.timed_out_key, KeyOf(&b));
+    EXPECT_EQ(rec.left_queue_calls, 1);
+    EXPECT_EQ(rec.left_queue_key, KeyOf(&b));
     EXPECT_TRUE(rec.was_last_thread);
     EXPECT_EQ(UnparkAll(KeyOf(&a)), 0u);
     EXPECT_EQ(UnparkAll(KeyOf(&b)), 0u);
@@ -745,7 +745,7 @@ TEST(UnparkRequeueTimeout, RequeuedThreadTimingOutKeepsOthersQueued) {
     const auto& rec = t.Join();
     ASSERT_TRUE(rec.result.timed_out());
     if (r.requeued_threads == 0) continue;
-    EXPECT_EQ(rec.timed_out_key, KeyOf(&b));
+    EXPECT_EQ(rec.left_queue_key, KeyOf(&b));
     EXPECT_FALSE(rec.was_last_thread);
     EXPECT_EQ(QueuedTokens(KeyOf(&b)), std::vector<ParkToken>{1});
     EXPECT_EQ(UnparkAll(KeyOf(&b)), 1u);

@@ -1,0 +1,62 @@
+// fork(): the one owner of what the lot does around fork().
+//
+// One pthread_atfork registration (made when the library loads, so that it
+// runs innermost: after the program's prepare handlers, which may lock
+// parklot mutexes, and before its parent and child handlers) runs the
+// steps below. Each layer registers its own step at load time, so no layer
+// includes one above it; the order is fixed here, not by registration.
+//
+// Before fork() the prepare parts run in the order of ForkStep; after it
+// the parent parts (in the parent) or the child parts (in the child) run in
+// the reverse order: what was taken last is released first, and the lot is
+// working again before any layer above it runs its child part. DESIGN.md:
+// "fork() leaves the child a working lot" and invariant 7 (fork at any
+// moment never hangs the child).
+#ifndef PARKLOT_RUNTIME_FORK_H_
+#define PARKLOT_RUNTIME_FORK_H_
+
+namespace parklot {
+
+// The steps, in prepare order.
+enum class ForkStep {
+  // preload/: the stand-in mutexes of process-shared condvar waits.
+  // Child: reinitialized (only threads now gone could hold them).
+  kShimStandIns,
+  // sync/: Once's fork generation. Child: bumped, so that a Once whose
+  // function was running in the parent runs again (as pthread_once does).
+  kOnceGeneration,
+  // preload/: PARKLOT_DEADLOCK's report and graph locks (a lock path may
+  // take them, never the other way round). Child: released, and only the
+  // forking thread's held-lock record is kept.
+  kDeadlockGraph,
+  // runtime/ and hash/, once the lot exists: in this order, the urcu
+  // registration lock (waiting out threads inside liburcu-bp's exit
+  // destructor), liburcu-bp's own locks, the thread registry's lock, and the
+  // bucket table's grow lock and every bucket lock. Parent: released in
+  // reverse. Child: the registry keeps only the forking thread, the queues
+  // are emptied, and the locks are released in reverse.
+  kLot,
+  kCount,
+};
+
+// A step's parts; any may be null. `prepare` returns whether it took
+// anything: if it returns false, `parent` and `child` do not run for this
+// fork. A step without `prepare` always has its `parent` and `child` run.
+// They run on the forking thread, `child` while the child has one thread,
+// so they may use only what a fork child may (no malloc, no lock another
+// thread could hold).
+struct ForkHandlers {
+  bool (*prepare)() = nullptr;
+  void (*parent)() = nullptr;
+  void (*child)() = nullptr;
+};
+
+// Registers `handlers` (static storage; must outlive the process) as
+// `step`, replacing any earlier registration of it. Call at load time
+// (from a constructor), before the process can fork. Thread-safe;
+// allocates nothing.
+void RegisterForkStep(ForkStep step, const ForkHandlers* handlers);
+
+}  // namespace parklot
+
+#endif  // PARKLOT_RUNTIME_FORK_H_
