@@ -4,7 +4,9 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "benchmark/benchmark.h"
@@ -326,6 +328,144 @@ void PrintTable(Report& report, const Results& results,
       report.Print("%s\n", l);
     }
   }
+}
+
+void PrintTable(Report& report, const Results& results, const Table& table) {
+  PrintTable(report, results, table.scenario, table.title, table.columns);
+  if (results.Of(table.scenario).empty()) return;
+  for (const std::string& n : table.notes) report.Print("note: %s\n", n);
+}
+
+// ---------------------------------------------------------------------------
+// Targets.
+
+void Tally::Add(double r, bool ok) {
+  if (!std::isfinite(r)) return;
+  ++total;
+  met += ok;
+  all.push_back(r);
+}
+
+std::string Tally::Range(const char* unit) const {
+  if (total == 0) return "no data";
+  const double med = MedianOf(all);
+  const auto [lo, hi] = std::minmax_element(all.begin(), all.end());
+  return absl::StrFormat("%d/%d cells; median %.2f%s, %.2f%s - %.2f%s", met,
+                         total, med, unit, *lo, unit, *hi, unit);
+}
+
+std::string Tally::Result() const {
+  if (total == 0) return "n/a";
+  return met == total ? "met" : met == 0 ? "MISSED" : "partly";
+}
+
+double Ratio(const Results& r, const std::string& scenario,
+             const std::string& cell, const std::string& pin,
+             const std::string& impl, const std::string& metric,
+             const std::string& base) {
+  const Series* a = r.Find(scenario, cell, pin, impl);
+  const Series* b = r.Find(scenario, cell, pin, base);
+  if (a == nullptr || b == nullptr || a->samples.empty() ||
+      b->samples.empty()) {
+    return NAN;
+  }
+  const double bm = b->Median(metric);
+  return bm != 0 ? a->Median(metric) / bm : NAN;
+}
+
+std::string MarkdownTargets(const std::vector<Verdict>& v) {
+  std::string t = "| target (issue 6) | this run | result |\n|---|---|---|\n";
+  for (const Verdict& x : v) {
+    absl::StrAppend(&t, "| ", x.target, " | ", x.figure, " | ", x.result,
+                    " |\n");
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------------------
+// Plots: gnuplot data files, scripts, PNGs.
+
+std::string GnuplotPreamble(const std::string& png, int w, int h) {
+  return absl::StrFormat(
+      "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+      "  set terminal pngcairo size %d,%d font ',10' noenhanced\n"
+      "} else {\n"
+      "  set terminal png size %d,%d noenhanced\n"
+      "}\n"
+      "set output '%s'\n"
+      "set grid\n"
+      "set key outside right top vertical\n",
+      w, h, w, h, png);
+}
+
+// A fixed colour (and dash) per implementation, the same in every plot:
+// glibc black, parklot red, kernel configurations dashed.
+std::string LineStyle(const std::string& impl, int column) {
+  static const std::map<std::string, std::string> colors = {
+      {"glibc", "#000000"},  {"glibc_adaptive", "#7f7f7f"},
+      {"std", "#1f77b4"},    {"absl", "#2ca02c"},
+      {"futex", "#9467bd"},  {"parklot", "#d62728"},
+      {"park", "#ff7f0e"},
+  };
+  // futex_hash's configurations: kernel sizes dashed, parklot solid with
+  // the growing table red.
+  static const std::map<std::string, std::string> hash = {
+      {"kernel/default", "#000000"},   {"kernel/global", "#7f7f7f"},
+      {"kernel/16", "#8c564b"},        {"kernel/128", "#bcbd22"},
+      {"kernel/1024", "#17becf"},      {"kernel/8192", "#e377c2"},
+      {"kernel/65536", "#9467bd"},     {"parklot/threads", "#d62728"},
+      {"parklot/cpus", "#ff7f0e"},     {"parklot/fixed:2", "#2ca02c"},
+      {"parklot/fixed:16", "#1f77b4"}, {"parklot/fixed:1024", "#0b3d91"},
+  };
+  static const char* palette[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
+                                  "#17becf", "#bcbd22", "#e377c2", "#ff7f0e"};
+  auto it = colors.find(impl);
+  auto ht = hash.find(impl);
+  const std::string color =
+      it != colors.end()   ? it->second
+      : ht != hash.end()   ? ht->second
+                           : palette[static_cast<size_t>(column) % 8];
+  return absl::StrFormat("lc rgb '%s' dt %d", color,
+                         absl::StartsWith(impl, "kernel/") ? 2 : 1);
+}
+
+// A table: first column `x`, one column per implementation (medians of
+// `metric`), '?' where missing (gnuplot skips it).
+std::string DataTable(const Results& r, const std::string& scenario,
+                      const std::string& pin,
+                      const std::vector<std::pair<double, std::string>>& rows,
+                      const std::string& metric, double scale) {
+  std::string t = "x";
+  const std::vector<std::string> impls = r.Impls(scenario);
+  for (const std::string& i : impls) absl::StrAppend(&t, " ", i);
+  absl::StrAppend(&t, "\n");
+  for (const auto& [x, cell] : rows) {
+    absl::StrAppend(&t, x);
+    for (const std::string& i : impls) {
+      const Series* s = r.Find(scenario, cell, pin, i);
+      const double m =
+          s != nullptr && !s->samples.empty() ? s->Median(metric) : NAN;
+      absl::StrAppend(&t, " ",
+                      std::isfinite(m) ? absl::StrFormat("%.6g", m * scale)
+                                       : std::string("?"));
+    }
+    absl::StrAppend(&t, "\n");
+  }
+  return t;
+}
+
+std::string PlotLines(const std::string& file,
+                      const std::vector<std::string>& impls) {
+  std::string cmd = "plot ";
+  for (size_t i = 0; i < impls.size(); ++i) {
+    absl::StrAppend(&cmd, i == 0 ? "" : ", \\\n     ",
+                    absl::StrFormat("'%s' using 1:%d with linespoints lw 2 pt "
+                                    "7 ps 0.8 %s title '%s'",
+                                    i == 0 ? file : "", i + 2,
+                                    LineStyle(impls[i], static_cast<int>(i)),
+                                    impls[i]));
+  }
+  return cmd + "\n";
 }
 
 // ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -130,11 +131,74 @@ void PrintTable(Report& report, const Results& results,
                 const std::vector<Column>& columns,
                 const std::string& baseline = "glibc");
 
+// A scenario's table: PrintTable's arguments, and notes printed under it
+// ("note: ...") when the scenario has runs.
+struct Table {
+  std::string scenario;
+  std::string title;
+  std::vector<Column> columns;
+  std::vector<std::string> notes;
+};
+void PrintTable(Report& report, const Results& results, const Table& table);
+
 // Writes every series (each repetition, then median/min/max aggregates) in
 // Google Benchmark's JSON format, with `context` as custom context.
 bool WriteJson(const std::string& path, const Results& results,
                const std::map<std::string, std::string>& context,
                const char* argv0);
+
+// ---------------------------------------------------------------------------
+// Targets (issue 6), judged on the medians.
+
+struct Verdict {
+  std::string target, figure, result;
+};
+
+// Counts cells meeting a target and the range of their ratios.
+struct Tally {
+  int met = 0, total = 0;
+  std::vector<double> all;
+  // Counts `r` (if finite), as met if `ok`.
+  void Add(double r, bool ok);
+  // "m/n cells; median Ax, Bx - Cx" ("no data" if none), `unit` after
+  // each figure.
+  std::string Range(const char* unit = "x") const;
+  // "met", "partly", "MISSED", or "n/a" if none.
+  std::string Result() const;
+};
+
+// The median of `metric` of `impl` over that of `base` in the same
+// scenario, cell and pinning; NaN if either has no samples.
+double Ratio(const Results& r, const std::string& scenario,
+             const std::string& cell, const std::string& pin,
+             const std::string& impl, const std::string& metric,
+             const std::string& base = "glibc");
+
+// The targets as a Markdown table (summary.md).
+std::string MarkdownTargets(const std::vector<Verdict>& v);
+
+// ---------------------------------------------------------------------------
+// Plots: gnuplot scripts writing PNGs.
+
+// The start of a script writing a `w` x `h` PNG to `png`.
+std::string GnuplotPreamble(const std::string& png, int w, int h);
+
+// A fixed colour (and dash) per implementation, the same in every plot:
+// glibc black, parklot red, kernel configurations dashed; others by
+// `column` from a palette.
+std::string LineStyle(const std::string& impl, int column);
+
+// A table: first column `x`, one column per implementation of `scenario`
+// (medians of `metric` times `scale` in the cell of each row), '?' where
+// missing (gnuplot skips it).
+std::string DataTable(const Results& r, const std::string& scenario,
+                      const std::string& pin,
+                      const std::vector<std::pair<double, std::string>>& rows,
+                      const std::string& metric, double scale = 1);
+
+// A `plot` command: one line per implementation, column i + 2 of `file`.
+std::string PlotLines(const std::string& file,
+                      const std::vector<std::string>& impls);
 
 }  // namespace bench
 }  // namespace parklot

@@ -6,30 +6,22 @@
 
 namespace parklot {
 
-bool ShouldSpin(uint32_t owner_slot) {
+int SpinBudgetFor(uint32_t owner_slot, int32_t ema) {
   const Config& c = GetConfig();
-  if (c.spin == SpinMode::kOff) return false;
+  if (c.spin == SpinMode::kOff) return 0;
   // A parked owner cannot release the lock until someone wakes it: spinning
   // on it is pure waste.
-  if (registry::StateOf(owner_slot) == ThreadState::kParked) return false;
+  if (registry::StateOf(owner_slot) == ThreadState::kParked) return 0;
   // With more runnable threads than CPUs, the owner is likely preempted and
-  // a spinner steals the CPU it needs (the oversubscribed case).
+  // a longer spin steals the CPU it needs (the oversubscribed case).
   const size_t live = registry::LiveThreads();
   const size_t parked = registry::ParkedThreads();
   const size_t runnable = live > parked ? live - parked : 1;
-  return runnable <= registry::AllowedCpus();
+  if (runnable > registry::AllowedCpus()) return kOversubscribedProbeRounds;
+  return c.spin == SpinMode::kFixed ? c.spin_budget : AdaptiveSpinBudget(ema);
 }
 
-int SpinBudgetFor(uint32_t owner_slot, int32_t ema) {
-  if (GetConfig().spin == SpinMode::kOff) return 0;
-  if (registry::StateOf(owner_slot) == ThreadState::kParked) return 0;
-  return ShouldSpin(owner_slot) ? SpinBudget(ema) : kOversubscribedProbeRounds;
-}
-
-int SpinBudget(int32_t ema) {
-  const Config& c = GetConfig();
-  if (c.spin == SpinMode::kFixed) return c.spin_budget;
-  if (c.spin == SpinMode::kOff) return 0;
+int AdaptiveSpinBudget(int32_t ema) {
   const int avg = ema / 8;
   // Holds longer than a full spin: probe with one round so that the
   // average can come back down when holds shorten.
@@ -51,6 +43,22 @@ void UpdateSpinEma(std::atomic<int32_t>* ema, int rounds_needed) {
 void SpinRound(int round) {
   const int pauses = 1 << (round < 6 ? round : 6);
   for (int i = 0; i < pauses; ++i) CpuRelax();
+}
+
+void SpinWait::Begin(uint32_t owner_slot) {
+  budget_ = SpinBudgetFor(owner_slot, ema_->load(std::memory_order_relaxed));
+  if (budget_ == 0) return;
+  // Counted only for a registered thread: counting must not register one.
+  if (ThreadData* td = CurrentThreadDataIfAny()) {
+    td->counters.Bump(td->counters.spins);
+  }
+}
+
+void SpinWait::Won() {
+  UpdateSpinEma(ema_, round_);
+  if (ThreadData* td = CurrentThreadDataIfAny()) {
+    td->counters.Bump(td->counters.spin_acquired);
+  }
 }
 
 }  // namespace parklot

@@ -16,10 +16,12 @@
 
 namespace parklot {
 
-// What a registered thread is doing, as lock waiters see it. Owner-aware
-// spinning only asks "is the owner parked?", so spinning is not published
-// (it would cost a shared store per spin phase for no reader).
-enum class ThreadState : uint8_t { kRunning = 0, kParked = 2 };
+// What a registered thread is doing, as lock waiters see it: parked in the
+// lot (inside Park, queued, from just before its sleep until it wakes), or
+// anything else. Owner-aware spinning only asks "is the owner parked?", so
+// spinning is not published (it would cost a shared store per spin phase
+// for no reader).
+enum class ThreadState : uint8_t { kRunning = 0, kParked = 1 };
 
 // Slot ids name a thread as a lock owner (locks store their owner's slot
 // in their word; waiters look up its state). Each registration takes the

@@ -29,6 +29,22 @@ class NotCancellable {
   const uint32_t saved_;
 };
 
+// A notify's requeue decision, in UnparkRequeue's validate (both buckets
+// locked, so the waiters' mutex cannot change): kAbort, setting *stale, if
+// the condvar's waiters no longer use the mutex word `s` (the caller
+// re-reads); else `onto_mutex` if that mutex is held, marked so that its
+// unlock wakes them (waking a thread only for it to block on a held mutex
+// is a wasted context switch), or `wake` if it is free.
+RequeueOp RequeueOrWake(std::atomic<uintptr_t>* cv, uintptr_t s, bool* stale,
+                        RequeueOp onto_mutex, RequeueOp wake) {
+  if (cv->load(std::memory_order_relaxed) != s) {
+    *stale = true;
+    return RequeueOp::kAbort;
+  }
+  return MutexCore::MarkWaitersParkedIfLocked(MutexWordAt(s)) ? onto_mutex
+                                                              : wake;
+}
+
 }  // namespace
 
 bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
@@ -149,16 +165,8 @@ bool CondVarCore::NotifyOne(std::atomic<uintptr_t>* cv) {
     const UnparkResult r = UnparkRequeue(
         KeyOf(cv), s,
         [cv, s, &stale] {
-          // Both buckets are locked: the waiters' mutex cannot change now.
-          if (cv->load(std::memory_order_relaxed) != s) {
-            stale = true;
-            return RequeueOp::kAbort;
-          }
-          // Waking a thread only for it to block on a held mutex is a
-          // wasted context switch: let the mutex's unlock wake it.
-          return MutexCore::MarkParkedIfLocked(MutexWordAt(s))
-                     ? RequeueOp::kRequeueOne
-                     : RequeueOp::kUnparkOne;
+          return RequeueOrWake(cv, s, &stale, RequeueOp::kRequeueOne,
+                               RequeueOp::kUnparkOne);
         },
         [cv](RequeueOp, UnparkResult r) {
           if (!r.have_more_threads) {
@@ -188,22 +196,21 @@ size_t CondVarCore::NotifyAll(std::atomic<uintptr_t>* cv) {
     const UnparkResult r = UnparkRequeue(
         KeyOf(cv), s,
         [cv, s, &stale] {
-          if (cv->load(std::memory_order_relaxed) != s) {
-            stale = true;
-            return RequeueOp::kAbort;
-          }
+          const RequeueOp op =
+              RequeueOrWake(cv, s, &stale, RequeueOp::kRequeueAll,
+                            RequeueOp::kUnparkOneRequeueRest);
           // Every waiter leaves the condvar's queue.
-          cv->store(kNoWaiters, std::memory_order_relaxed);
-          return MutexCore::MarkParkedIfLocked(MutexWordAt(s))
-                     ? RequeueOp::kRequeueAll
-                     : RequeueOp::kUnparkOneRequeueRest;
+          if (op != RequeueOp::kAbort) {
+            cv->store(kNoWaiters, std::memory_order_relaxed);
+          }
+          return op;
         },
         [s](RequeueOp op, UnparkResult r) {
           // The woken thread will lock the mutex, so an unlock is coming
           // that will see this bit and wake the next requeued thread.
           if (op == RequeueOp::kUnparkOneRequeueRest &&
               r.requeued_threads != 0) {
-            MutexCore::MarkParked(MutexWordAt(s));
+            MutexCore::MarkWaitersParked(MutexWordAt(s));
           }
           return kNotifiedToken;
         });

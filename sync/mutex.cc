@@ -10,9 +10,9 @@ namespace parklot {
 bool MutexCore::TryLock(std::atomic<uint32_t>* word) {
   uint32_t w = word->load(std::memory_order_relaxed);
   while (!(w & kLocked)) {
-    if (word->compare_exchange_weak(w, (w & kParked) | OwnerWord(CurrentSlot()),
-                                    std::memory_order_acquire,
-                                    std::memory_order_relaxed)) {
+    if (word->compare_exchange_weak(
+            w, (w & kWaitersParked) | OwnerWord(CurrentSlot()),
+            std::memory_order_acquire, std::memory_order_relaxed)) {
       return true;
     }
   }
@@ -24,7 +24,7 @@ void MutexCore::TakeHandoff(std::atomic<uint32_t>* word) {
   // may change under us (other waiters setting it).
   const uint32_t me = OwnerWord(CurrentSlot());
   uint32_t w = word->load(std::memory_order_relaxed);
-  while (!word->compare_exchange_weak(w, (w & kParked) | me,
+  while (!word->compare_exchange_weak(w, (w & kWaitersParked) | me,
                                       std::memory_order_acquire,
                                       std::memory_order_relaxed)) {
   }
@@ -32,43 +32,24 @@ void MutexCore::TakeHandoff(std::atomic<uint32_t>* word) {
 
 bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
                          const Deadline& deadline) {
-  ThreadData* td = CurrentThreadData();
-  const uint32_t me = OwnerWord(td->slot);
-  int round = 0;
-  int budget = -1;  // computed at the first spin
-  bool parked = false;
+  const uint32_t me = OwnerWord(CurrentSlot());
+  SpinWait spin(ema);
   for (;;) {
     uint32_t w = word->load(std::memory_order_relaxed);
     if (!(w & kLocked)) {
-      if (word->compare_exchange_weak(w, (w & kParked) | me,
+      if (word->compare_exchange_weak(w, (w & kWaitersParked) | me,
                                       std::memory_order_acquire,
                                       std::memory_order_relaxed)) {
-        if (!parked && round > 0 && round <= budget) {
-          UpdateSpinEma(ema, round);
-          td->counters.Bump(td->counters.spin_acquired);
-        }
+        spin.Acquired();
         return true;
       }
       continue;
     }
     // Spin only while nobody is parked (parked waiters mean the lock was
     // held longer than a spin before) and the spin policy says it can pay.
-    if (!(w & kParked)) {
-      if (budget < 0) {
-        budget = SpinBudgetFor(OwnerOf(w),
-                               ema->load(std::memory_order_relaxed));
-        if (budget > 0) td->counters.Bump(td->counters.spins);
-      }
-      if (round < budget) {
-        SpinRound(round++);
-        continue;
-      }
-      if (round > 0 && round == budget) {
-        // The spin did not pay: holds are outgrowing the budget.
-        UpdateSpinEma(ema, kMaxSpinRounds + 1);
-        ++round;
-      }
-      if (!word->compare_exchange_weak(w, w | kParked,
+    if (!(w & kWaitersParked)) {
+      if (spin.Spin(OwnerOf(w))) continue;
+      if (!word->compare_exchange_weak(w, w | kWaitersParked,
                                        std::memory_order_relaxed,
                                        std::memory_order_relaxed)) {
         continue;
@@ -78,14 +59,14 @@ bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
         KeyOf(word),
         [word] {
           return (word->load(std::memory_order_relaxed) &
-                  (kLocked | kParked)) == (kLocked | kParked);
+                  (kLocked | kWaitersParked)) == (kLocked | kWaitersParked);
         },
         [] {},
         [word](uintptr_t, bool was_last_thread) {
           // Under the bucket lock: no other thread can be parking now, so
           // if we were the last, nobody is parked any more.
           if (was_last_thread) {
-            word->fetch_and(~kParked, std::memory_order_relaxed);
+            word->fetch_and(~kWaitersParked, std::memory_order_relaxed);
           }
         },
         kDefaultParkToken, deadline);
@@ -99,14 +80,13 @@ bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
     }
     // Woken for barging, or the word changed before we slept: compete
     // again (without spinning: we already know the lock is contended).
-    budget = 0;
-    parked = true;
+    spin.Parked();
   }
 }
 
 void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
   uint32_t w = word->load(std::memory_order_relaxed);
-  while (!(w & kParked)) {
+  while (!(w & kWaitersParked)) {
     if (word->compare_exchange_weak(w, 0, std::memory_order_release,
                                     std::memory_order_relaxed)) {
       return;
@@ -116,7 +96,7 @@ void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
     // Runs under the bucket lock, so no thread can park on the word between
     // our reading the queue and storing the word.
     if (r.unparked_threads != 0 && (force_fair || r.be_fair)) {
-      word->store(kLocked | (r.have_more_threads ? kParked : 0),
+      word->store(kLocked | (r.have_more_threads ? kWaitersParked : 0),
                   std::memory_order_release);
       if (ThreadData* td = CurrentThreadDataIfAny()) {
         td->counters.Bump(td->counters.handoffs);
@@ -125,7 +105,8 @@ void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
     }
     // From this store on another thread may take, unlock and free the
     // mutex: nothing below touches it.
-    word->store(r.have_more_threads ? kParked : 0, std::memory_order_release);
+    word->store(r.have_more_threads ? kWaitersParked : 0,
+                std::memory_order_release);
     return kDefaultUnparkToken;
   });
 }

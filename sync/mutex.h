@@ -4,8 +4,9 @@
 // design): unlock releases the lock for whoever grabs it first, except when
 // the bucket's fairness timer (mean PARKLOT_FAIR_NS, 0.5 ms) has fired, when
 // it hands the lock directly to the thread it wakes, so no waiter starves.
-// Waiters spin only while the owner runs and the process has CPUs to spare
-// (runtime/spin.h), otherwise they park on the lock's address.
+// Waiters spin only while the owner runs (runtime/spin.h's SpinWait; a
+// short probe when runnable threads outnumber CPUs), then park on the
+// lock's address.
 #ifndef PARKLOT_SYNC_MUTEX_H_
 #define PARKLOT_SYNC_MUTEX_H_
 
@@ -36,7 +37,9 @@ namespace parklot {
 class MutexCore {
  public:
   static constexpr uint32_t kLocked = 1;
-  static constexpr uint32_t kParked = 2;
+  // Threads may be parked on the word's address: an unlock must unpark.
+  // Set by a waiter before it parks, cleared by the last one to leave.
+  static constexpr uint32_t kWaitersParked = 2;
   // Unpark token telling a woken waiter that the lock was handed to it.
   static constexpr UnparkToken kHandoffToken = 1;
 
@@ -96,16 +99,16 @@ class MutexCore {
 
   // For CondVar's wait morphing, with the word's bucket locked (inside an
   // UnparkRequeue validate/callback): mark that threads are parked on it.
-  static void MarkParked(std::atomic<uint32_t>* word) {
-    word->fetch_or(kParked, std::memory_order_relaxed);
+  static void MarkWaitersParked(std::atomic<uint32_t>* word) {
+    word->fetch_or(kWaitersParked, std::memory_order_relaxed);
   }
-  // As MarkParked, but only if the lock is held, atomically: a thread
+  // As MarkWaitersParked, but only if the lock is held, atomically: a thread
   // requeued onto an unlocked mutex would wait for an unlock that never
   // comes. Returns whether it marked.
-  static bool MarkParkedIfLocked(std::atomic<uint32_t>* word) {
+  static bool MarkWaitersParkedIfLocked(std::atomic<uint32_t>* word) {
     uint32_t w = word->load(std::memory_order_relaxed);
     while (w & kLocked) {
-      if (word->compare_exchange_weak(w, w | kParked,
+      if (word->compare_exchange_weak(w, w | kWaitersParked,
                                       std::memory_order_relaxed,
                                       std::memory_order_relaxed)) {
         return true;

@@ -29,29 +29,22 @@ bool Semaphore::TryAcquire() {
 
 int Semaphore::AcquireSlow(const Deadline& deadline) {
   const uintptr_t key = KeyOf(&word_);
-  // Spin while it can pay: no owner to watch, so only the CPU budget and
-  // the moving average of recent waits decide.
-  const int budget = SpinBudget(ema_.load(std::memory_order_relaxed));
-  for (int round = 0; round < budget; ++round) {
-    if (ValueOf(word_.load(std::memory_order_relaxed)) != 0) {
-      if (TryAcquire()) {
-        UpdateSpinEma(&ema_, round);
-        return 0;
-      }
-    }
-    if (!ShouldSpin(kNoSlot)) break;
-    SpinRound(round);
-    if (round + 1 == budget) UpdateSpinEma(&ema_, budget + 1);
-  }
-
-  // Take a unit, or register as a waiter, in one atomic step.
+  // Take a unit, or register as a waiter, in one atomic step; spin first
+  // while it can pay (no owner to watch: only the CPUs and the moving
+  // average of recent waits decide).
+  SpinWait spin(&ema_);
   uint64_t w = word_.load(std::memory_order_relaxed);
   for (;;) {
     if (ValueOf(w) != 0) {
       if (word_.compare_exchange_weak(w, w - 1, std::memory_order_acquire,
                                       std::memory_order_relaxed)) {
+        spin.Acquired();
         return 0;
       }
+      continue;
+    }
+    if (spin.Spin(kNoSlot)) {
+      w = word_.load(std::memory_order_relaxed);
       continue;
     }
     if (word_.compare_exchange_weak(w, w + kOneWaiter,

@@ -28,8 +28,8 @@
 namespace parklot {
 
 // Every member is thread-safe. No heap allocation. Waiters spin briefly
-// only while spinning can pay (runtime/spin.h), then park on the
-// semaphore's address.
+// only while spinning can pay (runtime/spin.h's SpinWait, with no owner to
+// watch), then park on the semaphore's address.
 class Semaphore {
  public:
   // SEM_VALUE_MAX on Linux.

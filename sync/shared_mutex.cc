@@ -36,48 +36,19 @@ uintptr_t DrainKeyOf(const std::atomic<uint64_t>* word) {
   return reinterpret_cast<uintptr_t>(word) + 1;
 }
 
-void CountSpin(bool acquired) {
-  if (ThreadData* td = CurrentThreadDataIfAny()) {
-    td->counters.Bump(td->counters.spins);
-    if (acquired) td->counters.Bump(td->counters.spin_acquired);
-  }
-}
-
 void CountHandoff() {
   if (ThreadData* td = CurrentThreadDataIfAny()) {
     td->counters.Bump(td->counters.handoffs);
   }
 }
 
-// Spins while `blocked(word)` holds and spinning can pay (owner-aware,
-// adaptive budget). Returns true if the word became unblocked.
-template <typename Blocked>
-bool SpinWhile(std::atomic<uint64_t>* word, std::atomic<int32_t>* ema,
-               Blocked blocked) {
-  const int budget = SpinBudget(ema->load(std::memory_order_relaxed));
-  if (budget <= 0) return false;
-  for (int round = 0; round < budget; ++round) {
-    const uint64_t w = word->load(std::memory_order_relaxed);
-    if (!blocked(w)) {
-      UpdateSpinEma(ema, round);
-      CountSpin(true);
-      return true;
-    }
-    // The writer in the way is parked or the CPUs are oversubscribed:
-    // spinning cannot pay.
-    if (!ShouldSpin(Core::OwnerOf(w))) return false;
-    SpinRound(round);
-  }
-  UpdateSpinEma(ema, budget + 1);
-  CountSpin(false);
-  return false;
-}
-
 // A thread that times out of a park on the acquire key clears the parked
 // bit if it was the last one there (under the bucket lock, so no parker can
 // be missed: parkers set the bit and validate it under the same lock).
 void ClearParkedIfLast(std::atomic<uint64_t>* word, bool was_last) {
-  if (was_last) word->fetch_and(~Core::kParked, std::memory_order_relaxed);
+  if (was_last) {
+    word->fetch_and(~Core::kWaitersParked, std::memory_order_relaxed);
+  }
 }
 
 // Sets the parked bit (unless the word moved on since `w` was read) and
@@ -87,8 +58,8 @@ template <typename Blocked>
 ParkResult MarkParkedAndPark(std::atomic<uint64_t>* word, uint64_t w,
                              Blocked blocked, ParkToken token,
                              const Deadline& deadline) {
-  if (!(w & Core::kParked) &&
-      !word->compare_exchange_weak(w, w | Core::kParked,
+  if (!(w & Core::kWaitersParked) &&
+      !word->compare_exchange_weak(w, w | Core::kWaitersParked,
                                    std::memory_order_relaxed,
                                    std::memory_order_relaxed)) {
     return {ParkResult::kInvalid, 0};
@@ -97,7 +68,7 @@ ParkResult MarkParkedAndPark(std::atomic<uint64_t>* word, uint64_t w,
       KeyOf(word),
       [&] {
         const uint64_t v = word->load(std::memory_order_relaxed);
-        return blocked(v) && (v & Core::kParked);
+        return blocked(v) && (v & Core::kWaitersParked);
       },
       [] {},
       [word](uintptr_t, bool was_last) { ClearParkedIfLast(word, was_last); },
@@ -143,7 +114,7 @@ int SharedMutexCore::LockSlow(std::atomic<uint64_t>* word,
     return (w & kWriter) ||
            (kind == Kind::kPreferReader && ReadersOf(w) != 0);
   };
-  bool spun = false;
+  SpinWait spin(ema);
   for (;;) {
     uint64_t w = word->load(std::memory_order_relaxed);
     if (!blocked(w)) {
@@ -151,15 +122,14 @@ int SharedMutexCore::LockSlow(std::atomic<uint64_t>* word,
       // writer and wait for the readers inside to leave.
       if (word->compare_exchange_weak(w, w | me, std::memory_order_acquire,
                                       std::memory_order_relaxed)) {
+        spin.Acquired();
         if (ReadersOf(w) == 0) return 0;
         return WaitForReaders(word, ema, self, deadline);
       }
       continue;
     }
-    if (!spun) {
-      spun = true;
-      if (SpinWhile(word, ema, blocked)) continue;
-    }
+    // The writer in the way (if any) is the owner whose state decides.
+    if (spin.Spin(OwnerOf(w))) continue;
     const ParkResult r = MarkParkedAndPark(word, w, blocked,
                                            MakeParkToken(true, self), deadline);
     if (r.unparked() && r.token == kTokenExclusive) {
@@ -169,15 +139,9 @@ int SharedMutexCore::LockSlow(std::atomic<uint64_t>* word,
     }
     if (r.timed_out()) {
       // POSIX: a timed lock that could be taken at once succeeds anyway.
-      w = word->load(std::memory_order_relaxed);
-      while (!(w & kWriter) && ReadersOf(w) == 0) {
-        if (word->compare_exchange_weak(w, w | me, std::memory_order_acquire,
-                                        std::memory_order_relaxed)) {
-          return 0;
-        }
-      }
-      return ETIMEDOUT;
+      return TryLock(word) == 0 ? 0 : ETIMEDOUT;
     }
+    spin.Parked();
   }
 }
 
@@ -189,15 +153,15 @@ int SharedMutexCore::WaitForReaders(std::atomic<uint64_t>* word,
                                     std::atomic<int32_t>* ema, uint32_t self,
                                     const Deadline& deadline) {
   const uint64_t me = OwnerBits(self);
-  auto readers_inside = [](uint64_t w) { return ReadersOf(w) != 0; };
-  bool spun = false;
+  SpinWait spin(ema);
   for (;;) {
     uint64_t w = word->load(std::memory_order_acquire);
-    if (ReadersOf(w) == 0) break;
-    if (!spun) {
-      spun = true;
-      if (SpinWhile(word, ema, readers_inside)) continue;
+    if (ReadersOf(w) == 0) {
+      spin.Acquired();
+      break;
     }
+    // No owner to watch: readers are not recorded.
+    if (spin.Spin(kNoSlot)) continue;
     // Only the pending writer sets or clears kWriterParked.
     if (!(w & kWriterParked)) {
       word->fetch_or(kWriterParked, std::memory_order_relaxed);
@@ -214,7 +178,7 @@ int SharedMutexCore::WaitForReaders(std::atomic<uint64_t>* word,
       for (;;) {
         // The readers may have left meanwhile; then the lock is ours.
         if (ReadersOf(w) == 0) return 0;
-        if (w & kParked) {
+        if (w & kWaitersParked) {
           // Readers (or writers) queued behind our claim: release it and
           // wake them.
           if (ReleaseAndWake(word, me)) return ETIMEDOUT;
@@ -228,6 +192,7 @@ int SharedMutexCore::WaitForReaders(std::atomic<uint64_t>* word,
       }
     }
     // Woken (the last reader left) or invalid: re-check.
+    spin.Parked();
   }
   word->fetch_and(~kWriterParked, std::memory_order_acquire);
   return 0;
@@ -238,7 +203,7 @@ int SharedMutexCore::LockSharedSlow(std::atomic<uint64_t>* word,
                                     const Deadline& deadline) {
   const uint32_t self = CurrentSlot();
   auto blocked = [](uint64_t w) { return (w & kWriter) != 0; };
-  bool spun = false;
+  SpinWait spin(ema);
   for (;;) {
     uint64_t w = word->load(std::memory_order_relaxed);
     if (!blocked(w)) {
@@ -246,14 +211,12 @@ int SharedMutexCore::LockSharedSlow(std::atomic<uint64_t>* word,
       if (word->compare_exchange_weak(w, w + kOneReader,
                                       std::memory_order_acquire,
                                       std::memory_order_relaxed)) {
+        spin.Acquired();
         return 0;
       }
       continue;
     }
-    if (!spun) {
-      spun = true;
-      if (SpinWhile(word, ema, blocked)) continue;
-    }
+    if (spin.Spin(OwnerOf(w))) continue;
     const ParkResult r = MarkParkedAndPark(word, w, blocked,
                                            MakeParkToken(false, self), deadline);
     if (r.unparked() && r.token == kTokenShared) {
@@ -261,16 +224,10 @@ int SharedMutexCore::LockSharedSlow(std::atomic<uint64_t>* word,
       return 0;
     }
     if (r.timed_out()) {
-      w = word->load(std::memory_order_relaxed);
-      while (!(w & kWriter) && ReadersOf(w) < kMaxReaders) {
-        if (word->compare_exchange_weak(w, w + kOneReader,
-                                        std::memory_order_acquire,
-                                        std::memory_order_relaxed)) {
-          return 0;
-        }
-      }
-      return ETIMEDOUT;
+      // As for writers: taken at once if it can be (else EBUSY or EAGAIN).
+      return TryLockShared(word) == 0 ? 0 : ETIMEDOUT;
     }
+    spin.Parked();
   }
 }
 
@@ -278,7 +235,7 @@ void SharedMutexCore::UnlockSlow(std::atomic<uint64_t>* word) {
   const uint64_t me = OwnerBits(CurrentSlot());
   for (;;) {
     uint64_t w = word->load(std::memory_order_relaxed);
-    if (!(w & kParked)) {
+    if (!(w & kWaitersParked)) {
       // Nobody parked (a spurious CAS failure, or the bit was cleared by a
       // timed-out waiter): plain release.
       if (word->compare_exchange_weak(w, w - me, std::memory_order_release,
@@ -299,7 +256,7 @@ void SharedMutexCore::UnlockSharedSlow(std::atomic<uint64_t>* word) {
       if (UnlockSharedToPendingWriter(word)) return;
       continue;
     }
-    if (ReadersOf(w) == 1 && (w & kParked) && !(w & kWriter)) {
+    if (ReadersOf(w) == 1 && (w & kWaitersParked) && !(w & kWriter)) {
       // The lock becomes free with threads parked for it (writers of a
       // kPreferReader lock, or writers left behind a reader handoff).
       if (ReleaseAndWake(word, kOneReader)) return;
@@ -362,8 +319,8 @@ bool SharedMutexCore::ReleaseAndWake(std::atomic<uint64_t>* word,
               token = kTokenExclusive;
             }
           }
-          next = result.have_more_threads ? (next | kParked)
-                                          : (next & ~kParked);
+          next = result.have_more_threads ? (next | kWaitersParked)
+                                          : (next & ~kWaitersParked);
           if (word->compare_exchange_weak(w, next, std::memory_order_release,
                                           std::memory_order_relaxed)) {
             released = true;
@@ -404,7 +361,7 @@ bool SharedMutexCore::UnlockSharedToPendingWriter(
             // lock from here on.
             next &= ~kWriterParked;
           } else if (ReadersOf(next) == 0 && !(next & kWriter) &&
-                     (next & kParked)) {
+                     (next & kWaitersParked)) {
             return kTokenRetry;
           }
           if (word->compare_exchange_weak(w, next, std::memory_order_release,

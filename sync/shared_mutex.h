@@ -27,9 +27,10 @@
 // Writers barge (whoever comes first after an unlock gets the lock), with
 // eventual fairness: when the bucket's fairness timer has fired (mean
 // PARKLOT_FAIR_NS, 0.5 ms) an unlock hands the lock directly to the parked
-// writer it wakes. Waiters spin only while that can pay (runtime/spin.h:
-// the exclusive owner is running, there are CPUs to spare, recent waits fit
-// the budget), then park on the word's address (readers and writers waiting
+// writer it wakes. Waiters spin only while that can pay (runtime/spin.h's
+// SpinWait: not on a parked exclusive owner, only a short probe when
+// runnable threads outnumber CPUs, as long as recent waits needed), then
+// park on the word's address (readers and writers waiting
 // for the lock) or on address + 1 (a pending writer waiting for the readers
 // inside to leave).
 #ifndef PARKLOT_SYNC_SHARED_MUTEX_H_
@@ -75,7 +76,11 @@ class SharedMutexCore {
   };
 
   static constexpr uint64_t kWriter = 1;
-  static constexpr uint64_t kParked = 2;
+  // Readers or writers may be parked on the word's address (waiting to
+  // acquire): an unlock must unpark.
+  static constexpr uint64_t kWaitersParked = 2;
+  // The pending writer is parked on address + 1, waiting for the readers
+  // inside to leave: the last reader out must unpark it.
   static constexpr uint64_t kWriterParked = 4;
   static constexpr int kOwnerShift = 8;
   static constexpr uint64_t kOwnerMask = uint64_t{0xffffff} << kOwnerShift;
@@ -157,7 +162,7 @@ class SharedMutexCore {
   static void UnlockShared(std::atomic<uint64_t>* word) {
     uint64_t w = word->load(std::memory_order_relaxed);
     if (__builtin_expect(ReadersOf(w) > 1 ||
-                             (w & (kParked | kWriterParked)) == 0,
+                             (w & (kWaitersParked | kWriterParked)) == 0,
                          1) &&
         word->compare_exchange_strong(w, w - kOneReader,
                                       std::memory_order_release,

@@ -306,7 +306,7 @@ TEST_P(SharedMutexKindTest, ParkedWaitersTimeOutAndWake) {
     }
   }
   EXPECT_EQ(timed_out.load(), 4);
-  EXPECT_EQ(mu.word()->load() & SharedMutexCore::kParked, 0u);
+  EXPECT_EQ(mu.word()->load() & SharedMutexCore::kWaitersParked, 0u);
   {
     std::vector<std::unique_ptr<Runner>> waiters;
     for (int i = 0; i < 4; ++i) {
@@ -323,7 +323,7 @@ TEST_P(SharedMutexKindTest, ParkedWaitersTimeOutAndWake) {
       }));
     }
     for (auto& w : waiters) ASSERT_TRUE(w->WaitParked());
-    EXPECT_NE(mu.word()->load() & SharedMutexCore::kParked, 0u);
+    EXPECT_NE(mu.word()->load() & SharedMutexCore::kWaitersParked, 0u);
     mu.Unlock();
   }
   EXPECT_EQ(acquired.load(), 4);
@@ -726,7 +726,7 @@ TEST_P(SharedMutexTortureTest, Checksums) {
   }
   EXPECT_EQ(writes_claimed.load() + reads_done.load() + failures.load(),
             ops_per_thread * p.threads);
-  EXPECT_EQ(mu.word()->load() & ~SharedMutexCore::kParked, 0u);
+  EXPECT_EQ(mu.word()->load() & ~SharedMutexCore::kWaitersParked, 0u);
 }
 
 std::vector<TortureParam> TortureParams() {
