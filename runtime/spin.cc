@@ -47,7 +47,7 @@ void SpinRound(int round) {
 
 void SpinWait::Begin(uint32_t owner_slot) {
   budget_ = SpinBudgetFor(owner_slot, ema_->load(std::memory_order_relaxed));
-  if (budget_ == 0 || !feeds_) return;
+  if (budget_ == 0) return;
   // Counted only for a registered thread: counting must not register one.
   if (ThreadData* td = CurrentThreadDataIfAny()) {
     td->counters.Bump(td->counters.spins);

@@ -88,7 +88,7 @@ class SpinWait {
       SpinRound(round_++);
       return true;
     }
-    if (feeds_ && round_ > 0 && round_ == budget_) {
+    if (round_ > 0 && round_ == budget_) {
       // The spin did not pay: holds are outgrowing the budget.
       UpdateSpinEma(ema_, kFailedSpinRounds);
       ++round_;
@@ -99,7 +99,7 @@ class SpinWait {
   // The waiter acquired. If it spun for it (and never parked), feeds the
   // rounds it took into the average and counts a spin that won.
   void Acquired() {
-    if (feeds_ && round_ > 0 && round_ <= budget_) Won();
+    if (round_ > 0 && round_ <= budget_) Won();
   }
 
   // The waiter parked: it spins no more, and a later acquisition is not
@@ -107,16 +107,6 @@ class SpinWait {
   void Parked() {
     budget_ = 0;
     round_ = 1;
-  }
-  // The waiter was woken from the lock's queue to compete for it (not
-  // handed it), its wake-up perhaps overlapping the holder's section: it
-  // may spin again with a fresh budget from the policy. What this spin
-  // needs is a wake-up's timing, not a hold time: it feeds no average and
-  // counts no spin.
-  void Woken() {
-    budget_ = -1;
-    round_ = 0;
-    feeds_ = false;
   }
 
  private:
@@ -126,7 +116,6 @@ class SpinWait {
   std::atomic<int32_t>* ema_;
   int round_ = 0;
   int budget_ = -1;  // -1: not asked yet
-  bool feeds_ = true;  // false after Woken()
 };
 
 }  // namespace parklot

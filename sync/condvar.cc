@@ -45,19 +45,6 @@ RequeueOp RequeueOrWake(std::atomic<uintptr_t>* cv, uintptr_t s, bool* stale,
                                                               : wake;
 }
 
-// Re-takes the mutex after a wait that ended with `token` (not a
-// handoff): a waiter that the mutex's unlock woke from its queue
-// (MutexCore::kWokenToken) is in the word's woken count and must say so.
-void RelockAfterWait(std::atomic<uint32_t>* mutex_word,
-                     std::atomic<int32_t>* mutex_ema, UnparkToken token) {
-  if (token == MutexCore::kWokenToken) {
-    MutexCore::LockSlow(mutex_word, mutex_ema, Deadline::Never(),
-                        /*woken=*/true);
-  } else {
-    MutexCore::Lock(mutex_word, mutex_ema);
-  }
-}
-
 }  // namespace
 
 bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
@@ -87,9 +74,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
         MutexCore::TakeHandoff(mutex_word);
       } else {
         NotCancellable not_cancellable;
-        RelockAfterWait(mutex_word, mutex_ema,
-                        td->unwound_unparked ? td->unwound_token
-                                             : kNotifiedToken);
+        MutexCore::Lock(mutex_word, mutex_ema);
       }
       if (td->unwound_unparked || *requeued) NotifyOne(cv);
     }
@@ -125,8 +110,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
   }
   {
     NotCancellable not_cancellable;
-    RelockAfterWait(mutex_word, mutex_ema,
-                    r.unparked() ? r.token : kNotifiedToken);
+    MutexCore::Lock(mutex_word, mutex_ema);
   }
   return !r.timed_out() || requeued;
 }

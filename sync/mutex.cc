@@ -4,7 +4,6 @@
 
 #include "absl/base/internal/raw_logging.h"
 #include "runtime/spin.h"
-#include "runtime/thread_data.h"
 
 namespace parklot {
 
@@ -12,7 +11,7 @@ bool MutexCore::TryLock(std::atomic<uint32_t>* word) {
   uint32_t w = word->load(std::memory_order_relaxed);
   while (!(w & kLocked)) {
     if (word->compare_exchange_weak(
-            w, (w & (kWaitersParked | kWokenMask)) | OwnerWord(CurrentSlot()),
+            w, (w & kWaitersParked) | OwnerWord(CurrentSlot()),
             std::memory_order_acquire, std::memory_order_relaxed)) {
       return true;
     }
@@ -25,44 +24,36 @@ void MutexCore::TakeHandoff(std::atomic<uint32_t>* word) {
   // may change under us (other waiters setting it).
   const uint32_t me = OwnerWord(CurrentSlot());
   uint32_t w = word->load(std::memory_order_relaxed);
-  while (!word->compare_exchange_weak(w, (w & (kWaitersParked | kWokenMask)) | me,
+  while (!word->compare_exchange_weak(w, (w & kWaitersParked) | me,
                                       std::memory_order_acquire,
                                       std::memory_order_relaxed)) {
   }
 }
 
 bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
-                         const Deadline& deadline, bool woken) {
+                         const Deadline& deadline) {
   const uint32_t me = OwnerWord(CurrentSlot());
   SpinWait spin(ema);
-  if (woken) spin.Woken();
   for (;;) {
-    // A woken waiter takes itself off the woken count as it acquires or
-    // parks again.
-    const uint32_t mine = woken ? kWokenOne : 0;
     uint32_t w = word->load(std::memory_order_relaxed);
     if (!(w & kLocked)) {
-      if (word->compare_exchange_weak(
-              w, ((w & (kWaitersParked | kWokenMask)) - mine) | me,
-              std::memory_order_acquire, std::memory_order_relaxed)) {
+      if (word->compare_exchange_weak(w, (w & kWaitersParked) | me,
+                                      std::memory_order_acquire,
+                                      std::memory_order_relaxed)) {
         spin.Acquired();
-        if (woken && (w & kWaitersParked)) KeepWaitersWoken(word);
         return true;
       }
       continue;
     }
     // Spin only while nobody is parked (parked waiters mean the lock was
-    // held longer than a spin before), or when woken from the queue (the
-    // wake-up may have overlapped the holder's section), and the spin
-    // policy says it can pay.
-    if (!(w & kWaitersParked) || woken) {
+    // held longer than a spin before) and the spin policy says it can pay.
+    if (!(w & kWaitersParked)) {
       if (spin.Spin(OwnerOf(w))) continue;
-      if (!word->compare_exchange_weak(w, (w | kWaitersParked) - mine,
+      if (!word->compare_exchange_weak(w, w | kWaitersParked,
                                        std::memory_order_relaxed,
                                        std::memory_order_relaxed)) {
         continue;
       }
-      woken = false;
     }
     const ParkResult r = Park(
         KeyOf(word),
@@ -88,39 +79,25 @@ bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
       return false;
     }
     // Woken for barging, or the word changed before we slept: compete
-    // again (without spinning: we already know the lock is contended),
-    // unless counted as woken (the unlock or a woken holder chose us).
+    // again (without spinning: we already know the lock is contended).
     spin.Parked();
-    if (r.unparked() && r.token == kWokenToken) {
-      woken = true;
-      spin.Woken();
-    }
   }
 }
 
 void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
   uint32_t w = word->load(std::memory_order_relaxed);
-  // Nobody parked, or woken waiters on their way that will take the lock
-  // (or park again, taking their count off, before this unlock can miss
-  // them: both are compare-and-swaps on the word): release, wake nobody.
-  while (!(w & kWaitersParked) || ((w & kWokenMask) != 0 && !force_fair)) {
-    if (word->compare_exchange_weak(w, w & (kWaitersParked | kWokenMask),
-                                    std::memory_order_release,
+  while (!(w & kWaitersParked)) {
+    if (word->compare_exchange_weak(w, 0, std::memory_order_release,
                                     std::memory_order_relaxed)) {
       return;
     }
   }
   UnparkOne(KeyOf(word), [word, force_fair](UnparkResult r) -> UnparkToken {
     // Runs under the bucket lock, so no thread can park on the word between
-    // our reading the queue and storing the word; woken waiters may take
-    // their count off meanwhile, hence the compare-and-swap loops.
-    const uint32_t parked = r.have_more_threads ? kWaitersParked : 0;
-    uint32_t w = word->load(std::memory_order_relaxed);
+    // our reading the queue and storing the word.
     if (r.unparked_threads != 0 && (force_fair || r.be_fair)) {
-      while (!word->compare_exchange_weak(
-          w, kLocked | parked | (w & kWokenMask), std::memory_order_release,
-          std::memory_order_relaxed)) {
-      }
+      word->store(kLocked | (r.have_more_threads ? kWaitersParked : 0),
+                  std::memory_order_release);
       if (ThreadData* td = CurrentThreadDataIfAny()) {
         td->counters.Bump(td->counters.handoffs);
       }
@@ -128,39 +105,10 @@ void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
     }
     // From this store on another thread may take, unlock and free the
     // mutex: nothing below touches it.
-    const uint32_t woken = r.unparked_threads != 0 ? kWokenOne : 0;
-    while (!word->compare_exchange_weak(w, parked | ((w & kWokenMask) + woken),
-                                        std::memory_order_release,
-                                        std::memory_order_relaxed)) {
-    }
-    return woken != 0 ? kWokenToken : kDefaultUnparkToken;
+    word->store(r.have_more_threads ? kWaitersParked : 0,
+                std::memory_order_release);
+    return kDefaultUnparkToken;
   });
-}
-
-void MutexCore::KeepWaitersWoken(std::atomic<uint32_t>* word) {
-  // The chain of a broadcast requeued onto the mutex wakes one waiter per
-  // unlock, each link a full wake-up latency after the previous one; with
-  // a few woken ahead, their wake-ups overlap the holders' sections. More
-  // than the CPUs could not run at once.
-  const uint32_t limit = static_cast<uint32_t>(
-      registry::AllowedCpus() < 7 ? registry::AllowedCpus() : 7);
-  for (;;) {
-    const uint32_t w = word->load(std::memory_order_relaxed);
-    if (!(w & kWaitersParked) || ((w & kWokenMask) >> 28) >= limit) return;
-    bool woke = false;
-    UnparkOne(KeyOf(word), [word, &woke](UnparkResult r) -> UnparkToken {
-      // Under the bucket lock, the mutex held by us: parkers and woken
-      // waiters change the word meanwhile, so only atomic updates.
-      if (!r.have_more_threads) {
-        word->fetch_and(~kWaitersParked, std::memory_order_relaxed);
-      }
-      if (r.unparked_threads == 0) return kDefaultUnparkToken;
-      word->fetch_add(kWokenOne, std::memory_order_relaxed);
-      woke = true;
-      return kWokenToken;
-    });
-    if (!woke) return;
-  }
 }
 
 void Mutex::AssertHeld() const {

@@ -31,12 +31,9 @@ namespace parklot {
 // preload shim). Not for direct use by applications.
 //
 // The lock word: bit 0 locked, bit 1 threads may be parked on the word's
-// address, bits 2..25 the owner's registry slot (0 while a handoff is in
-// flight; slot ids have 24 bits), bits 28..30 the woken count: waiters
-// unparked from the word's queue and on their way to the lock (each got
-// kWokenToken and takes itself off the count when it acquires or parks
-// again; while the count is not 0 an unlock wakes nobody). `ema` holds
-// the moving average of spin rounds acquisitions needed (runtime/spin.h). Zero-filled words are an unlocked mutex.
+// address, bits 2..31 the owner's registry slot (0 while a handoff is in
+// flight). `ema` holds the moving average of spin rounds acquisitions
+// needed (runtime/spin.h). Zero-filled words are an unlocked mutex.
 class MutexCore {
  public:
   static constexpr uint32_t kLocked = 1;
@@ -45,14 +42,9 @@ class MutexCore {
   static constexpr uint32_t kWaitersParked = 2;
   // Unpark token telling a woken waiter that the lock was handed to it.
   static constexpr UnparkToken kHandoffToken = 1;
-  // Unpark token telling a waiter woken from the word's queue that it is in
-  // the woken count: it must lock with LockSlow(..., woken = true).
-  static constexpr UnparkToken kWokenToken = 2;
-  static constexpr uint32_t kWokenOne = 1u << 28;
-  static constexpr uint32_t kWokenMask = 7u << 28;
 
   static uint32_t OwnerWord(uint32_t slot) { return slot << 2 | kLocked; }
-  static uint32_t OwnerOf(uint32_t word) { return (word & 0x03FFFFFFu) >> 2; }
+  static uint32_t OwnerOf(uint32_t word) { return word >> 2; }
 
   // Lock: one compare-and-swap when free. Returns false only if `deadline`
   // passed first.
@@ -72,13 +64,9 @@ class MutexCore {
   }
 
   // The contended path of Lock: spins while it can pay, then parks.
-  // Returns false only if `deadline` passed first. `woken`: the caller was
-  // unparked from the word's queue with kWokenToken; it spins again on a
-  // running owner, and once it holds the lock keeps a few more queued
-  // waiters woken (KeepWaitersWoken), so that a chain of waiters, such as a
-  // broadcast requeued onto the mutex, overlaps its wake-ups.
+  // Returns false only if `deadline` passed first.
   static bool LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
-                       const Deadline& deadline, bool woken = false);
+                       const Deadline& deadline);
 
   // Takes the lock if it is free (barging past parked waiters, as
   // pthread_mutex_trylock does). Never blocks.
@@ -135,9 +123,6 @@ class MutexCore {
 
  private:
   static void UnlockSlow(std::atomic<uint32_t>* word, bool force_fair);
-  // Held by the caller: wakes queued waiters (kWokenToken) until the woken
-  // count reaches the CPU count (at most 7) or the queue is empty.
-  static void KeepWaitersWoken(std::atomic<uint32_t>* word);
 };
 
 // A mutual-exclusion lock in 8 bytes. Meets Lockable and TimedLockable, so
