@@ -176,7 +176,8 @@ namespace registry {
 
 // Threads registered and not yet exited (0 before the lot's first use).
 size_t LiveThreads();
-// Registered threads currently parked (a snapshot while it changes).
+// Registered threads currently parked (a snapshot while it changes; sums
+// 16 per-shard counts, so meant for slow paths).
 size_t ParkedThreads();
 // CPUs in the process's affinity mask at start-up (>= 1). Initializes the
 // lot if needed.
@@ -185,7 +186,8 @@ size_t AllowedCpus();
 // out-of-range one). A snapshot: the thread may change state at once.
 ThreadState StateOf(uint32_t slot);
 // Publishes `td`'s state and keeps ParkedThreads() in step. Called by the
-// thread owning `td`, on slow paths only (one shared atomic RMW).
+// thread owning `td`, on slow paths only (two atomic RMWs: on the slot's
+// state byte and on its shard of the parked count).
 void SetState(ThreadData* td, ThreadState state);
 // Total threads ever registered (exited ones included).
 uint64_t ThreadsRegistered();

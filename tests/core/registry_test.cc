@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <set>
 #include <thread>
 #include <vector>
@@ -101,6 +102,36 @@ TEST_F(Registry, StateFollowsParkAndUnpark) {
   EXPECT_EQ(UnparkAll(KeyOf(&key)), 1u);
   t.Join();
   EXPECT_EQ(registry::StateOf(slot), ThreadState::kRunning);
+  EXPECT_EQ(registry::ParkedThreads(), parked_before);
+}
+
+// Parked threads with consecutive slot ids (their states share no cache
+// line, and their counts fall in different shards of ParkedThreads): each
+// is seen parked, the total counts every one, and all return to running.
+TEST_F(Registry, ManyParkedThreadsAllCountedAndReleased) {
+  testing::Watchdog wd(kWatch, "ManyParkedThreads");
+  constexpr int kThreads = 40;  // more than the count's shards
+  const size_t parked_before = registry::ParkedThreads();
+  int key;
+  std::vector<std::unique_ptr<ParkedThread>> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.push_back(std::make_unique<ParkedThread>(KeyOf(&key)));
+    ASSERT_TRUE(threads.back()->AwaitEnqueued());
+  }
+  std::set<uint32_t> slots;
+  for (auto& t : threads) {
+    const uint32_t slot = t->data()->slot;
+    slots.insert(slot);
+    ASSERT_TRUE(WaitFor(
+        [&] { return registry::StateOf(slot) == ThreadState::kParked; }));
+  }
+  EXPECT_EQ(slots.size(), static_cast<size_t>(kThreads));
+  EXPECT_EQ(registry::ParkedThreads(), parked_before + kThreads);
+  EXPECT_EQ(UnparkAll(KeyOf(&key)), static_cast<size_t>(kThreads));
+  for (auto& t : threads) t->Join();
+  for (uint32_t slot : slots) {
+    EXPECT_EQ(registry::StateOf(slot), ThreadState::kRunning);
+  }
   EXPECT_EQ(registry::ParkedThreads(), parked_before);
 }
 

@@ -318,6 +318,93 @@ TEST(CondVarTest, NotifyAllRequeuesAndHandsTheMutexThroughAllWaiters) {
   }
 }
 
+// The broadcast chain (waiters requeued onto the mutex, each unlock waking
+// the next) under stress: rounds of many waiters broadcast to while
+// holding the mutex, random delays inside and outside the lock, and
+// barging threads taking the mutex meanwhile. Every waiter wakes exactly
+// once per round, the mutex stays exclusive, and no wake-up is lost (the
+// watchdog).
+TEST(CondVarTest, BroadcastChainTorture) {
+  Watchdog dog(absl::Seconds(150), "broadcast chain torture");
+  constexpr int kWaiters = 24;
+  constexpr int kBargers = 3;
+  const int rounds = static_cast<int>(Scaled(150, 10));
+  Mutex mu;
+  CondVar cv;
+  CondVar all_waiting;  // the broadcaster's own condvar
+  int round = 0;      // guarded by mu
+  int waiting = 0;    // guarded by mu
+  int woken = 0;      // guarded by mu
+  bool inside = false;  // guarded by mu
+  std::atomic<int> overlaps{0}, wrong_round{0};
+  std::atomic<bool> stop{false};
+  auto delay = [](Rng& rng) {
+    const uint64_t r = rng.Next() % 16;
+    if (r < 2) {
+      std::this_thread::yield();
+    } else if (r < 4) {
+      std::atomic<int> n{0};
+      while (n.fetch_add(1, std::memory_order_relaxed) < 2000) {
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      Rng rng(i + 1);
+      for (int r = 1; r <= rounds; ++r) {
+        mu.Lock();
+        ++waiting;
+        all_waiting.NotifyOne();
+        while (round < r) cv.Wait(mu);
+        if (inside) overlaps.fetch_add(1);
+        inside = true;
+        if (round != r) wrong_round.fetch_add(1);
+        ++woken;
+        delay(rng);
+        inside = false;
+        mu.Unlock();
+        delay(rng);
+      }
+    });
+  }
+  for (int i = 0; i < kBargers; ++i) {
+    threads.emplace_back([&, i] {
+      Rng rng(1000 + i);
+      while (!stop.load(std::memory_order_relaxed)) {
+        mu.Lock();
+        if (inside) overlaps.fetch_add(1);
+        inside = true;
+        delay(rng);
+        inside = false;
+        mu.Unlock();
+        delay(rng);
+      }
+    });
+  }
+  for (int r = 1; r <= rounds; ++r) {
+    mu.Lock();
+    while (waiting < kWaiters * r) all_waiting.Wait(mu);
+    round = r;
+    cv.NotifyAll();  // holding the mutex: the waiters are requeued
+    mu.Unlock();
+  }
+  mu.Lock();
+  while (woken < kWaiters * rounds) {
+    mu.Unlock();
+    std::this_thread::yield();
+    mu.Lock();
+  }
+  mu.Unlock();
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(woken, kWaiters * rounds);
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(wrong_round.load(), 0);
+  EXPECT_TRUE(mu.TryLock());
+  mu.Unlock();
+}
+
 // Broadcast while the mutex is free, the first woken waiter re-locking at
 // once (and holding it, and others barging in): every waiter still wakes.
 TEST(CondVarTest, BroadcastWithMutexFreeAndImmediatelyRelockedWakesAll) {
