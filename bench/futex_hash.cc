@@ -57,6 +57,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/futex_prctl.h"
 #include "bench/subprocess.h"
 #include "benchmark/benchmark.h"
 #include "hash/bucket_table.h"
@@ -65,16 +66,6 @@
 #include "runtime/parking_lot.h"
 #include "runtime/stats.h"
 
-// Linux 6.16+ (include/uapi/linux/prctl.h); older headers lack them.
-#ifndef PR_FUTEX_HASH
-#define PR_FUTEX_HASH 78
-#endif
-#ifndef PR_FUTEX_HASH_SET_SLOTS
-#define PR_FUTEX_HASH_SET_SLOTS 1
-#endif
-#ifndef PR_FUTEX_HASH_GET_SLOTS
-#define PR_FUTEX_HASH_GET_SLOTS 2
-#endif
 
 ABSL_FLAG(std::vector<std::string>, threads, {},
           "Comma-separated thread counts. Default: 2,32,256,1024 and the "

@@ -57,14 +57,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "bench/futex_prctl.h"
 #include "bench/subprocess.h"
 
-#ifndef PR_FUTEX_HASH
-#define PR_FUTEX_HASH 78
-#endif
-#ifndef PR_FUTEX_HASH_SET_SLOTS
-#define PR_FUTEX_HASH_SET_SLOTS 1
-#endif
 
 ABSL_FLAG(std::vector<std::string>, pairs, {},
           "Comma-separated MxW pairs (message threads x workers each). "

@@ -66,6 +66,32 @@ bool UntilClock(const std::chrono::time_point<Clock, Duration>& t, F attempt) {
   }
 }
 
+// The standard library spellings (Lockable, TimedLockable: lock, try_lock,
+// unlock, try_lock_for, try_lock_until) of a parklot lock `Derived` that
+// has Lock(), TryLock() -> bool, Unlock() and LockUntil(Deadline) -> bool
+// (false: the deadline passed). Timed as std::timed_mutex's: relative
+// timeouts on steady_clock (DeadlineAfter), time points on their own clock
+// (UntilClock). Derive as `class M : public StdTimedLockable<M>` (CRTP; no
+// data, so it changes neither size nor layout); thread-safety is Derived's.
+template <class Derived>
+class StdTimedLockable {
+ public:
+  void lock() { self().Lock(); }
+  bool try_lock() { return self().TryLock(); }
+  void unlock() { self().Unlock(); }
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+    return self().LockUntil(DeadlineAfter(d));
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return UntilClock(t, [this](Deadline d) { return self().LockUntil(d); });
+  }
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+};
+
 }  // namespace internal
 }  // namespace parklot
 

@@ -130,7 +130,10 @@ class MutexCore {
 // Not recursive: relocking from the owner deadlocks (use RecursiveMutex or
 // ErrorCheckingMutex). Unlocking a mutex the caller does not hold is
 // undefined, as for std::mutex. All members are thread-safe.
-class ABSL_LOCKABLE Mutex {
+// The standard library spellings (lock, try_lock, unlock, try_lock_for,
+// try_lock_until: Lockable and TimedLockable, as std::timed_mutex) come from
+// internal::StdTimedLockable (sync/chrono.h).
+class ABSL_LOCKABLE Mutex : public internal::StdTimedLockable<Mutex> {
  public:
   constexpr Mutex() = default;
   Mutex(const Mutex&) = delete;
@@ -163,23 +166,6 @@ class ABSL_LOCKABLE Mutex {
   }
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK();
 
-  // Standard library spellings (Lockable, TimedLockable), timed as
-  // std::timed_mutex's: relative timeouts on steady_clock, time points on
-  // their own clock (sync/chrono.h).
-  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { Lock(); }
-  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return TryLock(); }
-  void unlock() ABSL_UNLOCK_FUNCTION() { Unlock(); }
-  template <class Rep, class Period>
-  bool try_lock_for(const std::chrono::duration<Rep, Period>& d)
-      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return LockUntil(internal::DeadlineAfter(d));
-  }
-  template <class Clock, class Duration>
-  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t)
-      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return internal::UntilClock(t, [this](Deadline d) { return LockUntil(d); });
-  }
-
  private:
   friend class CondVar;
   std::atomic<uint32_t> word_{0};
@@ -188,7 +174,10 @@ class ABSL_LOCKABLE Mutex {
 
 // A mutex its owner may lock again; it is released after as many unlocks
 // as locks (PTHREAD_MUTEX_RECURSIVE). Thread-safe.
-class ABSL_LOCKABLE RecursiveMutex {
+// The standard library spellings are std::recursive_timed_mutex's
+// (internal::StdTimedLockable, sync/chrono.h).
+class ABSL_LOCKABLE RecursiveMutex
+    : public internal::StdTimedLockable<RecursiveMutex> {
  public:
   constexpr RecursiveMutex() = default;
   RecursiveMutex(const RecursiveMutex&) = delete;
@@ -209,22 +198,6 @@ class ABSL_LOCKABLE RecursiveMutex {
   bool HeldByCurrentThread() const { return mu_.HeldByCurrentThread(); }
   // Lock depth held by the caller (0 if it does not hold it).
   uint32_t depth() const { return HeldByCurrentThread() ? count_ : 0; }
-
-  // Standard library spellings (Lockable, TimedLockable), timed as
-  // std::recursive_timed_mutex's (sync/chrono.h).
-  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { Lock(); }
-  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return TryLock(); }
-  void unlock() ABSL_UNLOCK_FUNCTION() { Unlock(); }
-  template <class Rep, class Period>
-  bool try_lock_for(const std::chrono::duration<Rep, Period>& d)
-      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return LockUntil(internal::DeadlineAfter(d));
-  }
-  template <class Clock, class Duration>
-  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t)
-      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return internal::UntilClock(t, [this](Deadline d) { return LockUntil(d); });
-  }
 
  private:
   Mutex mu_;

@@ -224,7 +224,8 @@ class SharedMutexCore {
 // recursive read locks are allowed only with Kind::kPreferReader (see the
 // file comment). Releasing a lock the caller does not hold is undefined, as
 // for std::shared_mutex. All members are thread-safe.
-class ABSL_LOCKABLE SharedMutex {
+class ABSL_LOCKABLE SharedMutex
+    : public internal::StdTimedLockable<SharedMutex> {
  public:
   using Kind = SharedMutexCore::Kind;
 
@@ -305,9 +306,8 @@ class ABSL_LOCKABLE SharedMutex {
 
   // --- C++ standard library spellings (std::shared_timed_mutex) ---
 
-  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { Lock(); }
-  bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return TryLock(); }
-  void unlock() ABSL_UNLOCK_FUNCTION() { Unlock(); }
+  // lock, try_lock, unlock, try_lock_for and try_lock_until come from
+  // internal::StdTimedLockable (sync/chrono.h), as for Mutex.
   void lock_shared() ABSL_SHARED_LOCK_FUNCTION() { LockShared(); }
   bool try_lock_shared() ABSL_SHARED_TRYLOCK_FUNCTION(true) {
     return TryLockShared();
@@ -315,11 +315,6 @@ class ABSL_LOCKABLE SharedMutex {
   void unlock_shared() ABSL_UNLOCK_FUNCTION() { UnlockShared(); }
   // Relative timeouts are measured on CLOCK_MONOTONIC (std::chrono's
   // steady_clock).
-  template <class Rep, class Period>
-  bool try_lock_for(const std::chrono::duration<Rep, Period>& d)
-      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return LockUntil(internal::DeadlineAfter(d));
-  }
   template <class Rep, class Period>
   bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& d)
       ABSL_SHARED_TRYLOCK_FUNCTION(true) {
@@ -329,11 +324,6 @@ class ABSL_LOCKABLE SharedMutex {
   // to CLOCK_MONOTONIC exactly; any other clock is waited on in slices of
   // its own `t - Clock::now()` until it reaches `t`, as [thread.req.timing]
   // requires (internal::UntilClock, sync/chrono.h).
-  template <class Clock, class Duration>
-  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t)
-      ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    return internal::UntilClock(t, [this](Deadline d) { return LockUntil(d); });
-  }
   template <class Clock, class Duration>
   bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& t)
       ABSL_SHARED_TRYLOCK_FUNCTION(true) {
