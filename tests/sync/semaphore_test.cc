@@ -195,7 +195,9 @@ TEST(SemaphoreTest, ReleaseRacingDestruction) {
       EXPECT_EQ(m->payload, i);
       Poisonable<Message>::Destroy(m);
     });
-    if (wait_parked) ASSERT_TRUE(ref.WaitParked());
+    if (wait_parked) {
+      ASSERT_TRUE(ref.WaitParked());
+    }
     m->payload = i;
     m->ready.Release();
     waiter.join();
