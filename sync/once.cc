@@ -4,6 +4,7 @@
 
 #include "runtime/fork.h"
 #include "runtime/parking_lot.h"
+#include "runtime/thread_data.h"
 
 namespace parklot {
 namespace {
@@ -71,6 +72,11 @@ void Once::CallSlow(absl::FunctionRef<void()> f) {
       if (word_.compare_exchange_weak(w, gen | kRunning,
                                       std::memory_order_acquire,
                                       std::memory_order_acquire)) {
+        // The thread's first use of the lot allocates and registers it
+        // (runtime/thread_data.h): do it here, not in the guard's
+        // UnparkAll while f() leaves by an exception or a cancellation's
+        // forced unwind.
+        CurrentThreadData();
         ResetOnUnwind guard(&word_);
         f();
         guard.Dismiss();
