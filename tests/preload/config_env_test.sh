@@ -14,18 +14,9 @@ root="${TEST_SRCDIR:+$TEST_SRCDIR/${TEST_WORKSPACE:-parklot}}"
 root="${root:-$PWD}"
 shim="$root/preload/libparklot_preload.so"
 [ -f "$shim" ] || shim="$PWD/preload/libparklot_preload.so"
-[ -f "$shim" ] || { echo "FAIL: shim not found at $shim"; exit 1; }
 # shellcheck source=tests/preload/shim_preload.sh
 source "$root/tests/preload/shim_preload.sh" || exit 1
-shim_preload "$shim" || exit 1
-prog="$1"
-[ -x "$prog" ] || prog="$root/$prog"
-[ -x "$prog" ] || { echo "FAIL: program $prog not found"; exit 1; }
-work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/config_env.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-
-status=0
-fail() { echo "FAIL: $*"; status=1; }
+shim_test_begin "$shim" "$1" config_env
 
 # Runs the program under the shim with the given environment assignments
 # (only the program is preloaded: `timeout` and `env` are not). Output in

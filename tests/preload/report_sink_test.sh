@@ -16,18 +16,9 @@ set -uo pipefail
 root="${TEST_SRCDIR:+$TEST_SRCDIR/${TEST_WORKSPACE:-parklot}}"
 root="${root:-$PWD}"
 shim="$root/preload/libparklot_preload.so"
-[ -f "$shim" ] || { echo "FAIL: shim not found at $shim"; exit 1; }
 # shellcheck source=tests/preload/shim_preload.sh
 source "$root/tests/preload/shim_preload.sh" || exit 1
-shim_preload "$shim" || exit 1
-prog="$1"
-[ -x "$prog" ] || prog="$root/$prog"
-[ -x "$prog" ] || { echo "FAIL: program $prog not found"; exit 1; }
-work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/report_sink.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-
-status=0
-fail() { echo "FAIL: $*"; status=1; }
+shim_test_begin "$shim" "$1" report_sink
 
 run() {  # PARKLOT_STATS value; output in $work/out, $work/err
   timeout -k 5 60 env PARKLOT_STATS="$1" LD_PRELOAD="$PRELOAD" "$prog" \

@@ -36,3 +36,21 @@ shim_preload() {
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_stack_use_after_return=1"
   fi
 }
+
+# shim_test_begin SHIM PROG TAG: the common start of a shim test script
+# that was given one program. Preloads SHIM (shim_preload), sets `prog` to
+# PROG (resolved against $root when not executable as given), `work` to a
+# fresh scratch folder removed at exit, `status=0`, and defines
+# `fail MESSAGE...` (prints FAIL and sets status=1). Exits 1 if SHIM or
+# PROG is missing.
+shim_test_begin() {
+  [ -f "$1" ] || { echo "FAIL: shim not found at $1"; exit 1; }
+  shim_preload "$1" || exit 1
+  prog="$2"
+  [ -x "$prog" ] || prog="$root/$prog"
+  [ -x "$prog" ] || { echo "FAIL: program $prog not found"; exit 1; }
+  work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/$3.XXXXXX")"
+  trap 'rm -rf "$work"' EXIT
+  status=0
+  fail() { echo "FAIL: $*"; status=1; }
+}
