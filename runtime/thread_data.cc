@@ -251,6 +251,15 @@ void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // out of a wait) is gone with them.
   t_data.parker.store(0, std::memory_order_relaxed);
   for (auto& shard : r.parked) shard.n.store(0, std::memory_order_relaxed);
+  // The forking thread may be parked itself (fork() from a signal handler
+  // that runs on it): its state stays kParked, and its wake-up, when the
+  // handler returns to the emptied queue, takes it off the count.
+  if (t_registered &&
+      r.states[StateIndex(t_data.slot)].load(std::memory_order_relaxed) ==
+          static_cast<uint8_t>(ThreadState::kParked)) {
+    r.parked[t_data.slot % Registry::kParkedShards].n.store(
+        1, std::memory_order_relaxed);
+  }
   g_urcu_exits.store(t_urcu_exit_pending ? 1 : 0, std::memory_order_relaxed);
   r.lock.Unlock();
   urcu_bp_after_fork_child();

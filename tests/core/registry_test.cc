@@ -5,6 +5,8 @@
 // (lock owners) are never handed to a second thread.
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -103,6 +105,60 @@ TEST_F(Registry, StateFollowsParkAndUnpark) {
   t.Join();
   EXPECT_EQ(registry::StateOf(slot), ThreadState::kRunning);
   EXPECT_EQ(registry::ParkedThreads(), parked_before);
+}
+
+// fork() from a signal handler that runs on a parked thread: the child
+// keeps only that thread, its queues are emptied (its Park returns), and
+// its wake-up takes it off the parked count, which must not go below 0.
+// The child inherited the thread's kParked state while the fork step had
+// reset the count to 0, so the wake-up's decrement wrapped the count to
+// 2^64 - 1 (issue 10 census): the spin policy then never saw the child
+// oversubscribed.
+std::atomic<pid_t> g_fork_child{0};
+std::atomic<bool> g_in_fork_child{false};
+
+void ForkingHandler(int) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    g_in_fork_child.store(true, std::memory_order_relaxed);
+  } else {
+    g_fork_child.store(pid, std::memory_order_release);
+  }
+}
+
+TEST_F(Registry, ForkFromAHandlerOnAParkedThreadKeepsTheCountInRange) {
+  testing::Watchdog wd(kWatch, "ForkFromHandlerOnParked");
+  struct sigaction act = {};
+  act.sa_handler = ForkingHandler;
+  sigemptyset(&act.sa_mask);
+  struct sigaction old;
+  ASSERT_EQ(sigaction(SIGUSR1, &act, &old), 0);
+  int key;
+  std::atomic<uint32_t> slot{kNoSlot};
+  std::thread t([&] {
+    slot.store(CurrentSlot(), std::memory_order_release);
+    Park(KeyOf(&key), [] { return true; });
+    if (g_in_fork_child.load(std::memory_order_relaxed)) {
+      // The child's only thread, woken by the emptied queues.
+      const size_t parked = registry::ParkedThreads();
+      if (parked != 0) fprintf(stderr, "child: %zu parked\n", parked);
+      _exit(parked == 0 ? 0 : 1);
+    }
+  });
+  ASSERT_TRUE(WaitFor([&] {
+    const uint32_t s = slot.load(std::memory_order_acquire);
+    return s != kNoSlot && registry::StateOf(s) == ThreadState::kParked;
+  }));
+  ASSERT_EQ(pthread_kill(t.native_handle(), SIGUSR1), 0);
+  ASSERT_TRUE(WaitFor(
+      [] { return g_fork_child.load(std::memory_order_acquire) != 0; }));
+  int status = 0;
+  ASSERT_EQ(waitpid(g_fork_child.load(), &status, 0), g_fork_child.load());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // The parent's thread is still parked (the handler returned to its sleep).
+  ASSERT_TRUE(WaitFor([&] { return UnparkAll(KeyOf(&key)) == 1; }));
+  t.join();
+  sigaction(SIGUSR1, &old, nullptr);
 }
 
 // Parked threads with consecutive slot ids (their states share no cache
