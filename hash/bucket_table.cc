@@ -349,15 +349,12 @@ Bucket* BucketTable::LockBucket(uintptr_t key) const {
     // seq_cst (a plain load on x86) pairs with the pin count in MaybeGrow.
     Table* t = table_.load(std::memory_order_seq_cst);
     Bucket* b = &t->buckets()[IndexOf(t, key)];
-    // The first attempt is Lock's own fast path; only a failed one costs
-    // more, and only then does the adaptive policy hear of it.
-    const bool contended = !b->lock.TryLock();
-    if (contended) b->lock.Lock();
+    b->lock.Lock();
     // A grower holds every old bucket lock while it moves waiters and
     // publishes; seeing the same table after locking means no move of this
     // bucket can be in progress or pending.
     if (table_.load(std::memory_order_relaxed) == t) {
-      if (sample_collisions_) SampleCollision(b, key, contended);
+      if (sample_collisions_) SampleCollision(b, key, t->size);
       return b;
     }
     b->lock.Unlock();
@@ -474,12 +471,14 @@ size_t BucketTable::TargetBuckets(size_t live_threads) const {
 }
 
 void BucketTable::SampleCollision(Bucket* b, uintptr_t key,
-                                  bool contended) const {
-  // A held lock was held by another thread (this one would deadlock), the
-  // bucket's last locker.
-  if (contended && b->last_key != key) ++t_collisions;
+                                  size_t size) const {
+  // The address of a thread-local names the live thread; 0: the bucket's
+  // first lock in this table.
+  const uintptr_t self = reinterpret_cast<uintptr_t>(&t_locks);
+  const uintptr_t last = b->last_locker;
+  if (last != self && last != 0 && b->last_key != key) ++t_collisions;
   b->last_key = key;
-  const size_t size = table_.load(std::memory_order_relaxed)->size;
+  b->last_locker = self;
   if (t_locks++ == 0) t_window_from = size;
   if (t_locks < kCollisionWindow) return;
   const uint32_t collisions = t_collisions;
