@@ -242,7 +242,9 @@ namespace {
 // Inside MaybeGrow, RegisterRcuReader or a fork's lock-all on this thread:
 // a collision growth here could wait on what the interrupted code holds.
 __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_table_busy;
-// Collision sampling of this thread (BucketTable::kCollisionWindow).
+// Collision sampling of this thread (BucketTable::kCollisionWindow): its
+// LockBucket calls, and the samples of its current window.
+__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_lock_calls;
 __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_locks;
 __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_collisions;
 // The table size when this thread's current window began.
@@ -354,7 +356,10 @@ Bucket* BucketTable::LockBucket(uintptr_t key) const {
     // publishes; seeing the same table after locking means no move of this
     // bucket can be in progress or pending.
     if (table_.load(std::memory_order_relaxed) == t) {
-      if (sample_collisions_) SampleCollision(b, key, t->size);
+      if (sample_collisions_ &&
+          (++t_lock_calls & (kCollisionSampleEvery - 1)) == 0) {
+        SampleCollision(b, key, t->size);
+      }
       return b;
     }
     b->lock.Unlock();

@@ -226,14 +226,17 @@ class BucketTable {
   // Unlocks what LockBucketPair returned.
   static void UnlockBucketPair(std::pair<Bucket*, Bucket*> pair);
 
-  // The `adaptive` policy's collision sampling. Each thread counts its
-  // LockBucket calls; a call is a collision when the bucket's last locker
-  // was another thread, for another key: two threads' keys share the
-  // bucket, so its cache line and lock pass between them (and their CPUs)
-  // although their keys are unrelated, which a bigger table would separate.
-  // A waker and its waiter share a key, and one thread cycling over its
-  // own keys shares nothing with anyone: neither counts. After every
-  // kCollisionWindow calls, a thread that saw more than 1 in
+  // The `adaptive` policy's collision sampling. Every
+  // kCollisionSampleEvery-th LockBucket of a thread is a sample; a sample is
+  // a collision when the bucket's last sample was another thread's, for
+  // another key: two threads' keys share the bucket, so its cache line and
+  // lock pass between them (and their CPUs) although their keys are
+  // unrelated, which a bigger table would separate. A waker and its waiter
+  // share a key, and one thread cycling over its own keys shares nothing
+  // with anyone: neither counts. Only samples write the bucket's record:
+  // a store into a bucket line that other CPUs spin on would cost a cache
+  // miss inside the lock on every contended acquisition. After every
+  // kCollisionWindow samples, a thread that saw more than 1 in
   // kCollisionRateDivisor collisions marks a doubling due (a window that
   // spans a growth asks for nothing); the table doubles
   // when that thread's outermost ReadSection ends, if it then holds no
@@ -244,9 +247,10 @@ class BucketTable {
   // table is retired, kept mapped, and freed after the grace period of the
   // next growth by threads (or at destruction); retired tables add at most
   // the current table's size again.
-  static constexpr uint32_t kCollisionWindow = 1024;
-  // 1 in 32: with a bucket lock held a third of the time by one other
-  // running thread, about 1 in 10 of the buckets shared.
+  static constexpr uint32_t kCollisionSampleEvery = 16;  // a power of two
+  static constexpr uint32_t kCollisionWindow = 1024;     // samples
+  // 1 in 32: the table doubles until a thread's sampled buckets were last
+  // used by another thread's other key less than about 3% of the time.
   static constexpr uint32_t kCollisionRateDivisor = 32;
 
   // Grows the table if `live_threads` calls for more buckets under the
@@ -280,8 +284,9 @@ class BucketTable {
   uint64_t collision_growths() const {
     return collision_growths_.load(std::memory_order_relaxed);
   }
-  // LockBucket calls sampled (whole windows) and the collisions among them,
-  // summed over threads (kAdaptive; 0 otherwise).
+  // Sampled LockBucket calls (whole windows; 1 in kCollisionSampleEvery)
+  // and the collisions among them, summed over threads (kAdaptive; 0
+  // otherwise).
   uint64_t sampled_locks() const {
     return sampled_locks_.load(std::memory_order_relaxed);
   }
@@ -310,8 +315,8 @@ class BucketTable {
   // Unmaps `table` unless it is the inline one.
   void FreeTable(Table* table);
   static size_t IndexOf(const Table* table, uintptr_t key);
-  // kAdaptive: counts one LockBucket of `key` that locked `b`, in the
-  // current table of `size` buckets.
+  // kAdaptive: counts one sampled LockBucket of `key` that locked `b`, in
+  // the current table of `size` buckets.
   void SampleCollision(Bucket* b, uintptr_t key, size_t size) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock);
   // Doubles a table of `from` buckets for collisions (see kCollisionWindow).

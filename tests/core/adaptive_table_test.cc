@@ -1,21 +1,17 @@
 // hash/: the `adaptive` growth policy on BucketTable instances built from
-// TableOptions: it grows as `threads` does, and also doubles when bucket
-// buckets collide (a bucket last locked by another thread, for another key),
-// up to its collision cap, never past max_buckets, and never below what live
-// threads need; the table counts why it grew and the collisions it sampled.
+// TableOptions: it grows as `threads` does, and also doubles when sampled
+// buckets collide (a bucket last sampled by another thread, for another
+// key), up to its collision cap, never past max_buckets, and never below
+// what live threads need; the table counts why it grew and the collisions it
+// sampled.
 //
-// Collisions are made deterministic: a thread holds a bucket for one key
-// until another thread, locking another key of the same bucket, sleeps on
-// its lock (contended), or two threads take turns on two keys of one bucket
-// (uncontended: the bucket still passes between them).
+// Collisions are made deterministic: two fresh threads (each samples its
+// 16th, 32nd, ... LockBucket) take turns, one lock each, on two keys of one
+// bucket; on one key, or one thread alone on two keys, there are none.
 #include <sched.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
 #include <thread>
 
 #include "absl/time/time.h"
@@ -29,6 +25,8 @@ namespace parklot {
 namespace {
 
 constexpr uint32_t kWindow = BucketTable::kCollisionWindow;
+// LockBucket calls of one thread in one window of samples.
+constexpr uint32_t kWindowLocks = kWindow * BucketTable::kCollisionSampleEvery;
 
 TableOptions Adaptive(size_t max_collision_buckets = size_t{1} << 16,
                       size_t max_buckets = size_t{1} << 19) {
@@ -64,9 +62,11 @@ void LockOnce(BucketTable& t, uintptr_t key) {
   BucketTable::UnlockBucket(t.LockBucket(key));
 }
 
-// Two fresh threads (fresh per-thread windows) take `turns` turns each,
-// thread 0 first: thread i locks key i of `keys`.
-void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns) {
+// Two fresh threads (fresh per-thread counts) take `turns` turns each,
+// thread 0 first: thread i locks key i of `keys`. `last` runs in place of
+// thread 0's last LockOnce (thread 0 completes its window first).
+template <typename Last>
+void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns, Last last) {
   std::atomic<int> turn{0};
   auto body = [&](int me) {
     // As the runtime registers every thread (unregistered readers pin the
@@ -75,7 +75,11 @@ void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns) {
     const uintptr_t key = me == 0 ? keys.a : keys.b;
     for (uint32_t i = 0; i < turns; ++i) {
       while (turn.load(std::memory_order_acquire) != me) sched_yield();
-      LockOnce(t, key);
+      if (me == 0 && i + 1 == turns) {
+        last(key);
+      } else {
+        LockOnce(t, key);
+      }
       turn.store(1 - me, std::memory_order_release);
     }
   };
@@ -84,62 +88,8 @@ void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns) {
   t1.join();
 }
 
-// Whether thread `tid` of this process is asleep in the kernel (state S).
-bool Sleeping(pid_t tid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid));
-  FILE* f = fopen(path, "r");
-  if (f == nullptr) return false;
-  char buf[512];
-  const size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char* paren = strrchr(buf, ')');  // the name may hold spaces
-  return paren != nullptr && paren[1] == ' ' && paren[2] == 'S';
-}
-
-// How many of a window's locks are made to contend: above the threshold
-// (kWindow / kCollisionRateDivisor) with room for a few that, the holder
-// having let go early (the locker asleep elsewhere), did not contend.
-constexpr uint32_t kForced = 2 * kWindow / BucketTable::kCollisionRateDivisor;
-
-// One window of kWindow LockBuckets of `locker_key` on a fresh thread, the
-// first kForced of them contended: a second thread holds the bucket of
-// `holder_key` (the same bucket) until the locker sleeps on its lock. `last`
-// runs in place of the window's last LockOnce.
-template <typename Last>
-void ContendedWindow(BucketTable& t, uintptr_t holder_key, uintptr_t locker_key,
-                     Last last) {
-  std::atomic<uint32_t> asked{0}, held{0};
-  std::atomic<pid_t> locker_tid{0};
-  std::thread holder([&] {
-    BucketTable::RegisterRcuReader();
-    for (uint32_t i = 1; i <= kForced; ++i) {
-      while (asked.load(std::memory_order_acquire) != i) sched_yield();
-      BucketTable::ReadSection rs(t);
-      Bucket* b = t.LockBucket(holder_key);
-      held.store(i, std::memory_order_release);
-      while (!Sleeping(locker_tid.load())) usleep(50);
-      BucketTable::UnlockBucket(b);
-    }
-  });
-  std::thread locker([&] {
-    BucketTable::RegisterRcuReader();
-    locker_tid.store(gettid());
-    for (uint32_t i = 1; i <= kForced; ++i) {
-      asked.store(i, std::memory_order_release);
-      while (held.load(std::memory_order_acquire) != i) sched_yield();
-      LockOnce(t, locker_key);
-    }
-    for (uint32_t i = kForced; i + 1 < kWindow; ++i) LockOnce(t, locker_key);
-    last(locker_key);
-  });
-  holder.join();
-  locker.join();
-}
-
-void ContendedWindow(BucketTable& t, KeyPair keys) {
-  ContendedWindow(t, keys.a, keys.b, [&t](uintptr_t key) { LockOnce(t, key); });
+void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns) {
+  TakeTurns(t, keys, turns, [&t](uintptr_t key) { LockOnce(t, key); });
 }
 
 #define WATCHDOG(name) \
@@ -158,49 +108,24 @@ TEST(AdaptivePolicy, ParsesAndNames) {
   EXPECT_EQ(c.table.policy, GrowthPolicy::kAdaptive);
 }
 
-// Enough collisions in a window double the table once, at the end of the
-// window's last read section.
+// Two threads taking turns on two keys of one bucket pass its line and
+// lock between them: every sample but the bucket's first is a collision.
+// The first thread to complete its window doubles the table, at the end of
+// that window's last read section; the other's window then spans a growth
+// and asks for nothing.
 TEST(AdaptivePolicy, GrowsOnCollisions) {
   WATCHDOG("GrowsOnCollisions");
   BucketTable t(Adaptive());
   ASSERT_EQ(t.bucket_count(), 16u);
-  ContendedWindow(t, SameBucket(t));
+  TakeTurns(t, SameBucket(t), kWindowLocks);
   EXPECT_EQ(t.bucket_count(), 32u);
   EXPECT_EQ(t.growths(), 1u);
   EXPECT_EQ(t.collision_growths(), 1u);
-  // The locker's window and the holder's kForced locks (no whole window).
-  EXPECT_EQ(t.sampled_locks(), uint64_t{kWindow});
-  EXPECT_GT(t.sampled_collisions(),
-            uint64_t{kWindow / BucketTable::kCollisionRateDivisor});
-  EXPECT_LE(t.sampled_collisions(), uint64_t{kForced});
-}
-
-// Contention on one key is not a collision: a bigger table would not
-// separate a key from itself.
-TEST(AdaptivePolicy, ContentionOnOneKeyGrowsNothing) {
-  WATCHDOG("ContentionOnOneKeyGrowsNothing");
-  BucketTable t(Adaptive());
-  const KeyPair keys = SameBucket(t);
-  ContendedWindow(t, keys.b, keys.b, [&t](uintptr_t key) { LockOnce(t, key); });
-  EXPECT_EQ(t.bucket_count(), 16u);
-  EXPECT_EQ(t.sampled_locks(), uint64_t{kWindow});
-  EXPECT_EQ(t.sampled_collisions(), 0u);
-}
-
-// Sharing a bucket without contention is a collision too: two threads
-// taking turns on two keys of one bucket pass its line and lock between
-// them. The first thread to complete its window grows the table; the
-// other's window then spans a growth and asks for nothing.
-TEST(AdaptivePolicy, TakingTurnsOnOneBucketGrows) {
-  WATCHDOG("TakingTurnsOnOneBucketGrows");
-  BucketTable t(Adaptive());
-  TakeTurns(t, SameBucket(t), kWindow);
+  // 1 in kCollisionSampleEvery locks, whole windows only.
   EXPECT_EQ(t.sampled_locks(), 2u * kWindow);
-  // All but the bucket's first lock (and the last, when the growth
+  // All but the bucket's first sample (and the last, when the growth
   // separated the keys).
   EXPECT_GE(t.sampled_collisions(), 2u * kWindow - 2);
-  EXPECT_EQ(t.bucket_count(), 32u);
-  EXPECT_EQ(t.collision_growths(), 1u);
 }
 
 // Two threads taking turns on one key share its bucket as a waker and its
@@ -209,7 +134,7 @@ TEST(AdaptivePolicy, TakingTurnsOnOneKeyGrowsNothing) {
   WATCHDOG("TakingTurnsOnOneKeyGrowsNothing");
   BucketTable t(Adaptive());
   const KeyPair keys = SameBucket(t);
-  TakeTurns(t, {keys.a, keys.a}, 2 * kWindow);
+  TakeTurns(t, {keys.a, keys.a}, 2 * kWindowLocks);
   EXPECT_EQ(t.sampled_locks(), 4u * kWindow);
   EXPECT_EQ(t.sampled_collisions(), 0u);
   EXPECT_EQ(t.bucket_count(), 16u);
@@ -222,7 +147,7 @@ TEST(AdaptivePolicy, NoGrowthWithoutCollisions) {
   const KeyPair keys = SameBucket(t);
   std::thread([&] {
     BucketTable::RegisterRcuReader();
-    for (uint32_t i = 0; i < 4 * kWindow; ++i) {
+    for (uint32_t i = 0; i < 4 * kWindowLocks; ++i) {
       LockOnce(t, i % 2 == 0 ? keys.a : keys.b);
     }
   }).join();
@@ -238,7 +163,7 @@ TEST(AdaptivePolicy, ThreadsPolicyIgnoresCollisions) {
   TableOptions o = Adaptive();
   o.policy = GrowthPolicy::kThreads;
   BucketTable t(o);
-  ContendedWindow(t, SameBucket(t));
+  TakeTurns(t, SameBucket(t), kWindowLocks);
   EXPECT_EQ(t.bucket_count(), 16u);
   EXPECT_EQ(t.sampled_locks(), 0u);
   EXPECT_EQ(t.collision_growths(), 0u);
@@ -249,7 +174,9 @@ TEST(AdaptivePolicy, ThreadsPolicyIgnoresCollisions) {
 TEST(AdaptivePolicy, CollisionGrowthIsCapped) {
   WATCHDOG("CollisionGrowthIsCapped");
   BucketTable t(Adaptive(/*max_collision_buckets=*/64));
-  for (int round = 0; round < 3; ++round) ContendedWindow(t, SameBucket(t));
+  for (int round = 0; round < 3; ++round) {
+    TakeTurns(t, SameBucket(t), kWindowLocks);
+  }
   EXPECT_EQ(t.bucket_count(), 64u);
   EXPECT_EQ(t.collision_growths(), 2u);  // 16 -> 32 -> 64
   EXPECT_FALSE(t.immutable());
@@ -260,7 +187,7 @@ TEST(AdaptivePolicy, CollisionGrowthIsCapped) {
 
   BucketTable small(Adaptive(size_t{1} << 16, /*max_buckets=*/32));
   for (int round = 0; round < 2; ++round) {
-    ContendedWindow(small, SameBucket(small));
+    TakeTurns(small, SameBucket(small), kWindowLocks);
   }
   EXPECT_EQ(small.bucket_count(), 32u);
   EXPECT_TRUE(small.immutable());
@@ -279,7 +206,7 @@ TEST(AdaptivePolicy, NeverBelowWhatThreadsNeed) {
     EXPECT_EQ(t.TargetBuckets(live), threads.TargetBuckets(live)) << live;
   }
   EXPECT_TRUE(t.MaybeGrow(100));  // 512
-  ContendedWindow(t, SameBucket(t));
+  TakeTurns(t, SameBucket(t), kWindowLocks);
   EXPECT_EQ(t.bucket_count(), 1024u);
   EXPECT_FALSE(t.MaybeGrow(5));
   EXPECT_FALSE(t.MaybeGrow(100));
@@ -298,7 +225,7 @@ TEST(AdaptivePolicy, GrowsOnlyWhenTheOutermostSectionEnds) {
   size_t inside = 0, after_inner = 0;
   // The window's last lock is inside a nested section.
   const KeyPair keys = SameBucket(t);
-  ContendedWindow(t, keys.a, keys.b, [&](uintptr_t key) {
+  TakeTurns(t, keys, kWindowLocks, [&](uintptr_t key) {
     BucketTable::ReadSection outer(t);
     {
       BucketTable::ReadSection inner(t);
