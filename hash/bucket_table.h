@@ -95,8 +95,9 @@ struct TableOptions {
   size_t cpus = 0;
   // kAdaptive: collisions alone never grow the table past this (rounded up
   // to a power of two; max_buckets still caps everything). Live threads
-  // may grow it further. 2^16 buckets = 4 MiB.
-  size_t max_collision_buckets = size_t{1} << 16;
+  // may grow it further. 2^14 buckets = 1 MiB: in futex_hash, tables of
+  // 2^15 and 2^16 buckets (2-4 MiB on 4 KiB pages) ran slower than 2^14.
+  size_t max_collision_buckets = size_t{1} << 14;
 };
 
 // The largest table any policy or cap may ask for: 2^30 buckets (64 GiB).
@@ -226,8 +227,10 @@ class BucketTable {
   // Unlocks what LockBucketPair returned.
   static void UnlockBucketPair(std::pair<Bucket*, Bucket*> pair);
 
-  // The `adaptive` policy's collision sampling. Every
-  // kCollisionSampleEvery-th LockBucket of a thread is a sample; a sample is
+  // The `adaptive` policy's collision sampling. About 1 in
+  // kCollisionSampleEvery LockBucket calls of a thread, at random intervals
+  // (a fixed interval would alias with a thread cycling over its keys, and
+  // sample the same few of them), is a sample; a sample is
   // a collision when the bucket's last sample was another thread's, for
   // another key: two threads' keys share the bucket, so its cache line and
   // lock pass between them (and their CPUs) although their keys are
@@ -247,7 +250,7 @@ class BucketTable {
   // table is retired, kept mapped, and freed after the grace period of the
   // next growth by threads (or at destruction); retired tables add at most
   // the current table's size again.
-  static constexpr uint32_t kCollisionSampleEvery = 16;  // a power of two
+  static constexpr uint32_t kCollisionSampleEvery = 16;  // mean interval
   static constexpr uint32_t kCollisionWindow = 1024;     // samples
   // 1 in 32: the table doubles until a thread's sampled buckets were last
   // used by another thread's other key less than about 3% of the time.
