@@ -534,7 +534,7 @@ std::string TableText(const Configuration& c, const Cell& cell) {
                       : absl::StrCat(s.table, " slots");
   } else {
     t = absl::StrCat(s.table, " buckets");
-    if (c.policy == "threads" || c.policy == "cpus") {
+    if (c.policy == "threads" || c.policy == "cpus" || c.policy == "adaptive") {
       absl::StrAppend(&t, ", ", s.growths, " growths");
     }
   }
@@ -611,7 +611,7 @@ void PrintTables(const Plan& plan, const Results& results) {
                    Si(med), absl::StrCat("[", Si(lo), " - ", Si(hi), "]"),
                    ratio, note);
       if (c.impl == Impl::kParklot) {
-        if (c.policy == "threads") growth = med;
+        if (c.policy == GrowthPolicyName(TableOptions().policy)) growth = med;
         if (absl::StartsWith(c.policy, "fixed:") && med > best_fixed) {
           best_fixed = med;
           best_fixed_name = c.name;
@@ -635,9 +635,10 @@ void PrintTables(const Plan& plan, const Results& results) {
     }
     if (growth > 0 && best_fixed > 0) {
       absl::PrintF(
-          "growing vs fixed table: parklot/threads = %.2fx %s (the "
-          "fastest fixed table)\n",
-          growth / best_fixed, best_fixed_name);
+          "growing vs fixed table: parklot/%s (the default policy) = %.2fx "
+          "%s (the fastest fixed table)\n",
+          GrowthPolicyName(TableOptions().policy), growth / best_fixed,
+          best_fixed_name);
     }
   }
 }

@@ -2,7 +2,7 @@
 # Issue 11: separates the two costs of the `threads` policy in futex_hash,
 # the table size it picks and the RCU read-side section of a growable table,
 # with a 2x2 at each thread count T (S = the size the policy reaches at T):
-#   rcu  S     parklot/threads, defaults (the default policy as shipped)
+#   rcu  S     parklot/threads, defaults (the `threads` policy as it grows)
 #   none S     parklot/threads, PARKLOT_BUCKETS=S PARKLOT_MAX_BUCKETS=S
 #              (the table starts at its cap: immutable, no section)
 #   rcu  1024  parklot/threads, PARKLOT_BUCKETS=1024 (cap far above: stays

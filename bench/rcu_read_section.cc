@@ -25,23 +25,26 @@ constexpr int kKeys = 1024;  // as futex_hash's words per thread
 
 // Both tables have 1,024 buckets; only the growable one opens RCU sections
 // (its cap, the default, is far above its size, so it never freezes).
-BucketTable& Table(bool growable) {
-  static BucketTable* fixed = [] {
-    TableOptions o;
-    o.policy = GrowthPolicy::kFixed;
-    o.buckets = kBuckets;
-    return new BucketTable(o);
+// kind 1: fixed (immutable); 2: `threads` (growable: RCU); 3: `adaptive`
+// (growable, and samples collisions on every LockBucket).
+BucketTable& Table(int64_t kind) {
+  static BucketTable* tables[4] = {};
+  static const bool made = [] {
+    const GrowthPolicy policies[] = {GrowthPolicy::kFixed, GrowthPolicy::kFixed,
+                                     GrowthPolicy::kThreads,
+                                     GrowthPolicy::kAdaptive};
+    for (int k = 1; k < 4; ++k) {
+      TableOptions o;
+      o.policy = policies[k];
+      o.buckets = kBuckets;
+      tables[k] = new BucketTable(o);
+    }
+    return true;
   }();
-  static BucketTable* threads = [] {
-    TableOptions o;
-    o.policy = GrowthPolicy::kThreads;
-    o.buckets = kBuckets;
-    return new BucketTable(o);
-  }();
-  return growable ? *threads : *fixed;
+  (void)made;
+  return *tables[kind == 0 ? 1 : kind];
 }
 
-// The keys: addresses of 1,024 words, like one futex_hash thread's.
 const uintptr_t* Keys() {
   static std::atomic<uint32_t>* words = new std::atomic<uint32_t>[kKeys]();
   static uintptr_t* keys = [] {
@@ -58,13 +61,14 @@ const uintptr_t* Keys() {
 // 2 = ReadSection on the growable table.
 void Setup(benchmark::State& state, BucketTable** table) {
   BucketTable::RegisterRcuReader();  // as the runtime does per thread
-  *table = &Table(state.range(0) == 2);
-  if (state.range(0) == 2 && (*table)->immutable()) {
+  *table = &Table(state.range(0));
+  if (state.range(0) >= 2 && (*table)->immutable()) {
     state.SkipWithError("growable table is immutable");
   }
-  state.SetLabel(state.range(0) == 0   ? "no section"
-                 : state.range(0) == 1 ? "immutable table"
-                                       : "growable table (RCU)");
+  static const char* const kLabels[] = {
+      "no section", "immutable table", "growable table (RCU)",
+      "adaptive table (RCU, collision sampling)"};
+  state.SetLabel(kLabels[state.range(0)]);
 }
 
 void BM_Section(benchmark::State& state) {
@@ -80,7 +84,7 @@ void BM_Section(benchmark::State& state) {
     }
   }
 }
-BENCHMARK(BM_Section)->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_Section)->Arg(0)->Arg(1)->Arg(2)->Arg(3);
 
 // LockBucket + UnlockBucket inside the section. Arg 0 locks the immutable
 // table without a section (what its ReadSection amounts to).
@@ -100,7 +104,7 @@ void BM_SectionLockUnlock(benchmark::State& state) {
     i = (i + 1) & (kKeys - 1);
   }
 }
-BENCHMARK(BM_SectionLockUnlock)->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_SectionLockUnlock)->Arg(0)->Arg(1)->Arg(2)->Arg(3);
 
 }  // namespace
 }  // namespace parklot

@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "bench/suite_harness.h"
+#include "hash/bucket_table.h"
 
 ABSL_FLAG(std::string, futex_hash, "",
           "The futex_hash binary (scenario 5). Default: beside this binary.");
@@ -24,6 +25,11 @@ namespace parklot {
 namespace bench {
 namespace {
 
+// The configuration the targets judge: the default growth policy.
+std::string DefaultPolicy() {
+  return absl::StrCat("parklot/", GrowthPolicyName(TableOptions().policy));
+}
+
 struct Params {
   std::vector<std::string> args, pinned_args;
 };
@@ -31,11 +37,12 @@ struct Params {
 Params ParamsFor(const Plan& plan) {
   using S = std::vector<std::string>;
   const std::string quick_configs =
-      "--configs=kernel/default,kernel/global,kernel/1024,parklot/threads,"
-      "parklot/cpus,parklot/fixed:1024";
+      "--configs=kernel/default,kernel/global,kernel/1024,parklot/adaptive,"
+      "parklot/threads,parklot/cpus,parklot/fixed:1024";
   const S tiny = {"--threads=1,3", "--keys=32", "--repetitions=1",
                   "--duration=5ms",
-                  "--configs=kernel/default,parklot/threads,parklot/fixed:16"};
+                  "--configs=kernel/default,parklot/adaptive,parklot/threads,"
+                  "parklot/fixed:16"};
   return {
       plan.Pick<S>({"--threads=2,32,256,1024", "--repetitions=7",
                     "--duration=60ms"},
@@ -44,8 +51,8 @@ Params ParamsFor(const Plan& plan) {
                    tiny),
       plan.Pick<S>(
           {"--threads=2,32,256,1024", "--repetitions=7", "--duration=60ms",
-           "--configs=kernel/default,kernel/global,parklot/threads,"
-           "parklot/cpus,parklot/fixed:1024"},
+           "--configs=kernel/default,kernel/global,parklot/adaptive,"
+           "parklot/threads,parklot/cpus,parklot/fixed:1024"},
           {"--threads=2,1024", "--repetitions=3", "--duration=30ms",
            quick_configs},
           tiny)};
@@ -123,12 +130,12 @@ class HashScaling : public Scenario {
 
   std::vector<std::string> Notes(const Plan& plan) const override {
     if (plan.mode == "full") {
-      return {"scenario 5 pinned: 5 of the 12 configurations "
-              "(kernel/default, kernel/global, parklot/threads, parklot/cpus, "
-              "parklot/fixed:1024)"};
+      return {"scenario 5 pinned: 6 of the 13 configurations "
+              "(kernel/default, kernel/global, parklot/adaptive, "
+              "parklot/threads, parklot/cpus, parklot/fixed:1024)"};
     }
     if (plan.mode == "quick") {
-      return {"quick 5: 6 of 12 configurations; pinned at 2 and 1024 threads "
+      return {"quick 5: 7 of 13 configurations; pinned at 2 and 1024 threads "
               "only"};
     }
     return {};
@@ -142,7 +149,7 @@ class HashScaling : public Scenario {
       c.report.Print("\n== 5. hash scaling ==\nFAILED: futex_hash not found "
                      "at %s (--futex_hash)\n",
                      bin);
-      c.results.Get("hash", "N=?", "unpinned", "parklot/threads")
+      c.results.Get("hash", "N=?", "unpinned", DefaultPolicy())
           .failures.push_back("futex_hash not found");
       return;
     }
@@ -170,7 +177,7 @@ class HashScaling : public Scenario {
     Tally within, ahead;
     for (const std::string& pin : r.Pins("hash")) {
       for (const std::string& cell : r.Cells("hash")) {
-        const Series* g = r.Find("hash", cell, pin, "parklot/threads");
+        const Series* g = r.Find("hash", cell, pin, DefaultPolicy());
         if (g == nullptr || g->samples.empty()) continue;
         const double gm = g->Median("ops_per_s");
         double best_fixed = 0, best_kernel = 0;
@@ -188,10 +195,11 @@ class HashScaling : public Scenario {
         if (best_kernel > 0) ahead.Add(gm / best_kernel, gm > best_kernel);
       }
     }
-    v->push_back({"5 hash: parklot/threads within 5% of the best fixed table",
+    v->push_back({absl::StrCat("5 hash: ", DefaultPolicy(),
+                               " within 5% of the best fixed table"),
                   within.Range(), within.Result()});
-    v->push_back({"5 hash: parklot/threads ahead of the best kernel size at "
-                  "every N",
+    v->push_back({absl::StrCat("5 hash: ", DefaultPolicy(),
+                               " ahead of the best kernel size at every N"),
                   ahead.Range(), ahead.Result()});
   }
 

@@ -408,7 +408,7 @@ std::string LineStyle(const std::string& impl, int column) {
       {"park", "#ff7f0e"},
   };
   // futex_hash's configurations: kernel sizes dashed, parklot solid with
-  // the growing table red.
+  // the growing tables red.
   static const std::map<std::string, std::string> hash = {
       {"kernel/default", "#000000"},   {"kernel/global", "#7f7f7f"},
       {"kernel/16", "#8c564b"},        {"kernel/128", "#bcbd22"},
@@ -416,6 +416,7 @@ std::string LineStyle(const std::string& impl, int column) {
       {"kernel/65536", "#9467bd"},     {"parklot/threads", "#d62728"},
       {"parklot/cpus", "#ff7f0e"},     {"parklot/fixed:2", "#2ca02c"},
       {"parklot/fixed:16", "#1f77b4"}, {"parklot/fixed:1024", "#0b3d91"},
+      {"parklot/adaptive", "#e41a1c"},
   };
   static const char* palette[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
                                   "#17becf", "#bcbd22", "#e377c2", "#ff7f0e"};

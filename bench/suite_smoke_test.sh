@@ -98,7 +98,7 @@ for pin in unpinned pinned; do
   for t in 1 3; do
     grep -q "^futex hash: $t threads x 32 keys" <<<"$text" || fail "5 ($pin): no table for $t threads"
   done
-  for c in kernel/default parklot/threads parklot/fixed:16; do
+  for c in kernel/default parklot/adaptive parklot/threads parklot/fixed:16; do
     [[ $(grep -Ec "^$c +.* [0-9.]+[kMG]? +\[" <<<"$text") -eq 2 ]] || fail "5 ($pin): expected 2 rows for $c"
   done
 done
@@ -113,7 +113,7 @@ for impl in glibc parklot; do
 done
 
 grep -q '^== targets' "$out" || fail "no targets table"
-grep -Eq '^5 hash: parklot/threads ahead of the best kernel size .* (met|partly|MISSED)$' "$out" ||
+grep -Eq '^5 hash: parklot/adaptive ahead of the best kernel size .* (met|partly|MISSED)$' "$out" ||
   fail "targets table lacks the hash verdict"
 [[ -s "$outdir/summary.md" ]] || fail "no summary.md"
 

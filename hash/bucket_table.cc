@@ -57,13 +57,23 @@ bool Bucket::HasKey(uintptr_t key, const Waiter* from) const {
   return false;
 }
 
+namespace {
+// xorshift64 (Marsaglia): the fairness timer and the collision sampling
+// need spread, not quality. `state` must not be 0.
+uint64_t NextRandom(uint64_t* state) {
+  uint64_t x = *state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  *state = x;
+  return x;
+}
+}  // namespace
+
 bool Bucket::FairTimeoutExpired(int64_t now_ns, int64_t mean_ns) {
   if (fair_deadline_ns != 0 && now_ns < fair_deadline_ns) return false;
   if (rng == 0) rng = reinterpret_cast<uintptr_t>(this) | 1;
-  // xorshift64: the timer needs spread, not quality.
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
+  NextRandom(&rng);
   const bool armed = fair_deadline_ns != 0;
   const uint64_t span = static_cast<uint64_t>(mean_ns) * 2 + 1;
   fair_deadline_ns = now_ns + static_cast<int64_t>(rng % span);
@@ -242,7 +252,14 @@ namespace {
 // Inside MaybeGrow, RegisterRcuReader or a fork's lock-all on this thread:
 // a collision growth here could wait on what the interrupted code holds.
 __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_table_busy;
-// Collision sampling of this thread (BucketTable::kCollisionWindow).
+// Collision sampling of this thread (BucketTable::kCollisionWindow):
+// LockBucket calls until its next sample, the generator of the intervals
+// (the same sequence in every thread: tests can count on it), and the
+// samples of its current window.
+__attribute__((tls_model("initial-exec"))) thread_local uint32_t
+    t_sample_countdown = BucketTable::kCollisionSampleEvery;
+__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_sample_rng =
+    0x9E3779B97F4A7C15ull;
 __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_locks;
 __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_collisions;
 // The table size when this thread's current window began.
@@ -257,6 +274,22 @@ struct BusyScope {
   BusyScope() { ++t_table_busy; }
   ~BusyScope() { --t_table_busy; }
 };
+
+// Whether this LockBucket is a collision sample: about 1 in
+// kCollisionSampleEvery, at random intervals (uniform in [1, 2 x every - 1]),
+// so that a thread cycling over its keys does not sample the same few of
+// them forever. A handler interrupting the update loses at most a count.
+bool SampleDue() {
+  constexpr uint32_t kEvery = BucketTable::kCollisionSampleEvery;
+  const uint32_t left = t_sample_countdown;
+  if (left > 1) {
+    t_sample_countdown = left - 1;
+    return false;
+  }
+  t_sample_countdown =
+      1 + static_cast<uint32_t>(NextRandom(&t_sample_rng) % (2 * kEvery - 1));
+  return true;
+}
 }  // namespace
 
 void BucketTable::RegisterRcuReader() {
@@ -349,15 +382,16 @@ Bucket* BucketTable::LockBucket(uintptr_t key) const {
     // seq_cst (a plain load on x86) pairs with the pin count in MaybeGrow.
     Table* t = table_.load(std::memory_order_seq_cst);
     Bucket* b = &t->buckets()[IndexOf(t, key)];
-    // The first attempt is Lock's own fast path; only a failed one costs
-    // more, and only then does the adaptive policy hear of it.
-    const bool contended = !b->lock.TryLock();
-    if (contended) b->lock.Lock();
+    b->lock.Lock();
     // A grower holds every old bucket lock while it moves waiters and
     // publishes; seeing the same table after locking means no move of this
     // bucket can be in progress or pending.
     if (table_.load(std::memory_order_relaxed) == t) {
-      if (sample_collisions_) SampleCollision(b, key, contended);
+      // At the collision cap, samples could ask for nothing: none is taken.
+      if (sample_collisions_ && t->size < options_.max_collision_buckets &&
+          SampleDue()) {
+        SampleCollision(b, key, t->size);
+      }
       return b;
     }
     b->lock.Unlock();
@@ -474,12 +508,14 @@ size_t BucketTable::TargetBuckets(size_t live_threads) const {
 }
 
 void BucketTable::SampleCollision(Bucket* b, uintptr_t key,
-                                  bool contended) const {
-  // A held lock was held by another thread (this one would deadlock), the
-  // bucket's last locker.
-  if (contended && b->last_key != key) ++t_collisions;
+                                  size_t size) const {
+  // The address of a thread-local names the live thread; 0: the bucket's
+  // first lock in this table.
+  const uintptr_t self = reinterpret_cast<uintptr_t>(&t_locks);
+  const uintptr_t last = b->last_locker;
+  if (last != self && last != 0 && b->last_key != key) ++t_collisions;
   b->last_key = key;
-  const size_t size = table_.load(std::memory_order_relaxed)->size;
+  b->last_locker = self;
   if (t_locks++ == 0) t_window_from = size;
   if (t_locks < kCollisionWindow) return;
   const uint32_t collisions = t_collisions;

@@ -42,10 +42,12 @@ struct alignas(64) Bucket {
   // unpark from this bucket should hand off fairly; 0 = not yet armed.
   int64_t fair_deadline_ns ABSL_GUARDED_BY(lock) = 0;
   uint64_t rng ABSL_GUARDED_BY(lock) = 0;
-  // The `adaptive` policy's collision sample: the key of the last
-  // LockBucket here (see BucketTable::kCollisionWindow). Written only when
-  // the table measures collisions.
+  // The `adaptive` policy's collision sample: the key and the thread (an
+  // address unique to the live thread) of the last LockBucket here (see
+  // BucketTable::kCollisionWindow). Written only when the table measures
+  // collisions.
   uintptr_t last_key ABSL_GUARDED_BY(lock) = 0;
+  uintptr_t last_locker ABSL_GUARDED_BY(lock) = 0;
 
   // Appends `w` (with w->key set) at the tail of the queue.
   void Enqueue(Waiter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
@@ -67,24 +69,24 @@ static_assert(sizeof(Bucket) == 64, "one bucket per cache line");
 
 // How the table sizes itself.
 enum class GrowthPolicy {
-  kThreads,  // buckets >= live threads x load factor (default)
+  kThreads,  // buckets >= live threads x load factor
   kCpus,     // Linux 6.16: roundup_pow2(4 x min(threads, CPUs)), min 16
   kFixed,    // `fixed:N`: N buckets forever, no growth, no RCU section
-  // As kThreads, and also doubles while the table's buckets are shared
-  // between threads waiting on different keys (a collision: see
+  // The default. As kThreads, and also doubles while the table's buckets
+  // are shared between threads waiting on different keys (a collision: see
   // BucketTable::kCollisionWindow), up to TableOptions::max_collision_buckets.
   kAdaptive,
 };
 
 struct TableOptions {
-  GrowthPolicy policy = GrowthPolicy::kThreads;
-  // Initial size for kThreads/kCpus; the size for kFixed. Rounded up to a
+  GrowthPolicy policy = GrowthPolicy::kAdaptive;
+  // Initial size for kThreads/kCpus/kAdaptive; the size for kFixed. Rounded up to a
   // power of two.
   size_t buckets = 16;
   // Cap; a table that reaches it becomes immutable. The default covers
   // 100,000 threads at the default load factor.
   size_t max_buckets = size_t{1} << 19;
-  // Buckets per live thread for kThreads. At 4, a thread's bucket is
+  // Buckets per live thread for kThreads and kAdaptive. At 4, a thread's bucket is
   // shared with another thread's current key with probability about
   // 1 - e^(-1/4) = 22%, queues stay under one waiter on average, it matches
   // the kernel's own 4x factor, and it costs 256 B of table per thread.
@@ -93,8 +95,9 @@ struct TableOptions {
   size_t cpus = 0;
   // kAdaptive: collisions alone never grow the table past this (rounded up
   // to a power of two; max_buckets still caps everything). Live threads
-  // may grow it further. 2^16 buckets = 4 MiB.
-  size_t max_collision_buckets = size_t{1} << 16;
+  // may grow it further. 2^14 buckets = 1 MiB: in futex_hash, tables of
+  // 2^15 and 2^16 buckets (2-4 MiB on 4 KiB pages) ran slower than 2^14.
+  size_t max_collision_buckets = size_t{1} << 14;
 };
 
 // The largest table any policy or cap may ask for: 2^30 buckets (64 GiB).
@@ -224,12 +227,19 @@ class BucketTable {
   // Unlocks what LockBucketPair returned.
   static void UnlockBucketPair(std::pair<Bucket*, Bucket*> pair);
 
-  // The `adaptive` policy's collision sampling. Each thread counts its
-  // LockBucket calls; a call is a collision when it found the bucket lock
-  // held (it paid for contention; the holder, the bucket's last locker, is
-  // another thread) for another key: sharing a bucket, not a key (a waker
-  // and its waiter share a key; a bigger table would not separate them). After
-  // every kCollisionWindow calls, a thread that saw more than 1 in
+  // The `adaptive` policy's collision sampling. About 1 in
+  // kCollisionSampleEvery LockBucket calls of a thread, at random intervals
+  // (a fixed interval would alias with a thread cycling over its keys, and
+  // sample the same few of them), is a sample; a sample is
+  // a collision when the bucket's last sample was another thread's, for
+  // another key: two threads' keys share the bucket, so its cache line and
+  // lock pass between them (and their CPUs) although their keys are
+  // unrelated, which a bigger table would separate. A waker and its waiter
+  // share a key, and one thread cycling over its own keys shares nothing
+  // with anyone: neither counts. Only samples write the bucket's record:
+  // a store into a bucket line that other CPUs spin on would cost a cache
+  // miss inside the lock on every contended acquisition. After every
+  // kCollisionWindow samples, a thread that saw more than 1 in
   // kCollisionRateDivisor collisions marks a doubling due (a window that
   // spans a growth asks for nothing); the table doubles
   // when that thread's outermost ReadSection ends, if it then holds no
@@ -240,9 +250,10 @@ class BucketTable {
   // table is retired, kept mapped, and freed after the grace period of the
   // next growth by threads (or at destruction); retired tables add at most
   // the current table's size again.
-  static constexpr uint32_t kCollisionWindow = 1024;
-  // 1 in 32: with a bucket lock held a third of the time by one other
-  // running thread, about 1 in 10 of the buckets shared.
+  static constexpr uint32_t kCollisionSampleEvery = 16;  // mean interval
+  static constexpr uint32_t kCollisionWindow = 1024;     // samples
+  // 1 in 32: the table doubles until a thread's sampled buckets were last
+  // used by another thread's other key less than about 3% of the time.
   static constexpr uint32_t kCollisionRateDivisor = 32;
 
   // Grows the table if `live_threads` calls for more buckets under the
@@ -276,8 +287,9 @@ class BucketTable {
   uint64_t collision_growths() const {
     return collision_growths_.load(std::memory_order_relaxed);
   }
-  // LockBucket calls sampled (whole windows) and the collisions among them,
-  // summed over threads (kAdaptive; 0 otherwise).
+  // Sampled LockBucket calls (whole windows; 1 in kCollisionSampleEvery)
+  // and the collisions among them, summed over threads (kAdaptive; 0
+  // otherwise).
   uint64_t sampled_locks() const {
     return sampled_locks_.load(std::memory_order_relaxed);
   }
@@ -306,9 +318,9 @@ class BucketTable {
   // Unmaps `table` unless it is the inline one.
   void FreeTable(Table* table);
   static size_t IndexOf(const Table* table, uintptr_t key);
-  // kAdaptive: counts one LockBucket of `key` that locked `b`, having
-  // found it held (`contended`) or not.
-  void SampleCollision(Bucket* b, uintptr_t key, bool contended) const
+  // kAdaptive: counts one sampled LockBucket of `key` that locked `b`, in
+  // the current table of `size` buckets.
+  void SampleCollision(Bucket* b, uintptr_t key, size_t size) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock);
   // Doubles a table of `from` buckets for collisions (see kCollisionWindow).
   void GrowForCollisions(size_t from);

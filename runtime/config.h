@@ -3,12 +3,12 @@
 //
 //   PARKLOT_POLICY       threads | cpus | adaptive | fixed:N, 1 <= N <= 2^30
 //                        (table growth policy; adaptive = threads, and
-//                        doubles on measured collisions)  default threads
+//                        doubles on measured collisions)  default adaptive
 //   PARKLOT_BUCKETS      initial buckets (threads, cpus, adaptive), 1..2^30
 //                                                         default 16
 //   PARKLOT_MAX_BUCKETS  cap, 1..2^30; reaching it freezes the table
 //                                                         default 2^19
-//   PARKLOT_LOAD_FACTOR  buckets per live thread (threads), (0, 1024]
+//   PARKLOT_LOAD_FACTOR  buckets per live thread (threads, adaptive), (0, 1024]
 //                                                         default 4
 //   PARKLOT_SPIN         adaptive | off | N, 0..64 (fixed spin budget, in
 //                        pause-backoff rounds; 0 = off)  default adaptive
@@ -98,7 +98,7 @@ const Config& GetConfig();
 // never stops the program. Call SanitizeConfig first to learn of them.
 bool SetConfig(const Config& config);
 
-// One line describing `config`, e.g. "policy=threads buckets=16 ...".
+// One line describing `config`, e.g. "policy=adaptive buckets=16 ...".
 // " syscall_futex=1" and " deadlock=report|abort" end it only when those
 // knobs are on.
 std::string DescribeConfig(const Config& config);

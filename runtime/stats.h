@@ -39,8 +39,9 @@ struct Stats {
   // Of `growths`: those driven by measured collisions (policy adaptive;
   // BucketTable::kCollisionWindow); the others followed live threads.
   uint64_t collision_growths = 0;
-  // The adaptive policy's sample: bucket locks counted and, of them,
-  // collisions (the bucket last locked by another thread for another key).
+  // The adaptive policy's sample (1 in BucketTable::kCollisionSampleEvery
+  // bucket locks) and, of them, collisions (the bucket's last sample was
+  // another thread's, for another key).
   uint64_t sampled_locks = 0;
   uint64_t sampled_collisions = 0;
   size_t buckets = 0;

@@ -1,20 +1,18 @@
 // hash/: the `adaptive` growth policy on BucketTable instances built from
-// TableOptions: it grows as `threads` does, and also doubles when bucket
-// locks collide (found held by another thread, for another key),
-// up to its collision cap, never past max_buckets, and never below what live
-// threads need; the table counts why it grew and the collisions it sampled.
+// TableOptions: it grows as `threads` does, and also doubles when sampled
+// buckets collide (a bucket last sampled by another thread, for another
+// key), up to its collision cap, never past max_buckets, and never below
+// what live threads need; the table counts why it grew and the collisions it
+// sampled.
 //
-// Collisions are made deterministic: a thread holds a bucket for one key
-// until another thread, locking another key of the same bucket, sleeps on
-// its lock; taking turns without contention makes none.
+// Collisions are made deterministic: two fresh threads take turns, one lock
+// each, on two keys of one bucket; on one key, or one thread alone on two
+// keys, there are none. Every thread draws the same sequence of sampling
+// intervals, so the counts below are the same in every run.
 #include <sched.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
 #include <thread>
 
 #include "absl/time/time.h"
@@ -28,6 +26,12 @@ namespace parklot {
 namespace {
 
 constexpr uint32_t kWindow = BucketTable::kCollisionWindow;
+// LockBucket calls of one thread that complete exactly `n` windows of
+// samples: the intervals average kCollisionSampleEvery, and n windows' worth
+// of them strays from its mean by far less than the half window added.
+constexpr uint32_t LocksForWindows(uint32_t n) {
+  return (2 * n + 1) * kWindow * BucketTable::kCollisionSampleEvery / 2;
+}
 
 TableOptions Adaptive(size_t max_collision_buckets = size_t{1} << 16,
                       size_t max_buckets = size_t{1} << 19) {
@@ -63,9 +67,10 @@ void LockOnce(BucketTable& t, uintptr_t key) {
   BucketTable::UnlockBucket(t.LockBucket(key));
 }
 
-// Two fresh threads (fresh per-thread windows) take `turns` turns each,
-// thread 0 first: thread i locks key i of `keys`.
-void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns) {
+// Two fresh threads (fresh per-thread counts) take `turns` turns each,
+// thread 0 first: thread i locks key i of `keys`, thread 0 through `lock0`.
+template <typename Lock0>
+void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns, Lock0 lock0) {
   std::atomic<int> turn{0};
   auto body = [&](int me) {
     // As the runtime registers every thread (unregistered readers pin the
@@ -74,7 +79,11 @@ void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns) {
     const uintptr_t key = me == 0 ? keys.a : keys.b;
     for (uint32_t i = 0; i < turns; ++i) {
       while (turn.load(std::memory_order_acquire) != me) sched_yield();
-      LockOnce(t, key);
+      if (me == 0) {
+        lock0(key);
+      } else {
+        LockOnce(t, key);
+      }
       turn.store(1 - me, std::memory_order_release);
     }
   };
@@ -83,62 +92,8 @@ void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns) {
   t1.join();
 }
 
-// Whether thread `tid` of this process is asleep in the kernel (state S).
-bool Sleeping(pid_t tid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid));
-  FILE* f = fopen(path, "r");
-  if (f == nullptr) return false;
-  char buf[512];
-  const size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char* paren = strrchr(buf, ')');  // the name may hold spaces
-  return paren != nullptr && paren[1] == ' ' && paren[2] == 'S';
-}
-
-// How many of a window's locks are made to contend: above the threshold
-// (kWindow / kCollisionRateDivisor) with room for a few that, the holder
-// having let go early (the locker asleep elsewhere), did not contend.
-constexpr uint32_t kForced = 2 * kWindow / BucketTable::kCollisionRateDivisor;
-
-// One window of kWindow LockBuckets of `locker_key` on a fresh thread, the
-// first kForced of them contended: a second thread holds the bucket of
-// `holder_key` (the same bucket) until the locker sleeps on its lock. `last`
-// runs in place of the window's last LockOnce.
-template <typename Last>
-void ContendedWindow(BucketTable& t, uintptr_t holder_key, uintptr_t locker_key,
-                     Last last) {
-  std::atomic<uint32_t> asked{0}, held{0};
-  std::atomic<pid_t> locker_tid{0};
-  std::thread holder([&] {
-    BucketTable::RegisterRcuReader();
-    for (uint32_t i = 1; i <= kForced; ++i) {
-      while (asked.load(std::memory_order_acquire) != i) sched_yield();
-      BucketTable::ReadSection rs(t);
-      Bucket* b = t.LockBucket(holder_key);
-      held.store(i, std::memory_order_release);
-      while (!Sleeping(locker_tid.load())) usleep(50);
-      BucketTable::UnlockBucket(b);
-    }
-  });
-  std::thread locker([&] {
-    BucketTable::RegisterRcuReader();
-    locker_tid.store(gettid());
-    for (uint32_t i = 1; i <= kForced; ++i) {
-      asked.store(i, std::memory_order_release);
-      while (held.load(std::memory_order_acquire) != i) sched_yield();
-      LockOnce(t, locker_key);
-    }
-    for (uint32_t i = kForced; i + 1 < kWindow; ++i) LockOnce(t, locker_key);
-    last(locker_key);
-  });
-  holder.join();
-  locker.join();
-}
-
-void ContendedWindow(BucketTable& t, KeyPair keys) {
-  ContendedWindow(t, keys.a, keys.b, [&t](uintptr_t key) { LockOnce(t, key); });
+void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns) {
+  TakeTurns(t, keys, turns, [&t](uintptr_t key) { LockOnce(t, key); });
 }
 
 #define WATCHDOG(name) \
@@ -157,41 +112,80 @@ TEST(AdaptivePolicy, ParsesAndNames) {
   EXPECT_EQ(c.table.policy, GrowthPolicy::kAdaptive);
 }
 
-// Enough collisions in a window double the table once, at the end of the
-// window's last read section.
+// Two threads taking turns on two keys of one bucket pass its line and
+// lock between them: a sample is a collision whenever the bucket's previous
+// sample was the other thread's. Thread 0 completes its window first and
+// doubles the table at the end of that window's last read section; thread
+// 1's window then spans a growth and asks for nothing.
 TEST(AdaptivePolicy, GrowsOnCollisions) {
   WATCHDOG("GrowsOnCollisions");
   BucketTable t(Adaptive());
   ASSERT_EQ(t.bucket_count(), 16u);
-  ContendedWindow(t, SameBucket(t));
+  TakeTurns(t, SameBucket(t), LocksForWindows(1));
   EXPECT_EQ(t.bucket_count(), 32u);
   EXPECT_EQ(t.growths(), 1u);
   EXPECT_EQ(t.collision_growths(), 1u);
-  // The locker's window and the holder's kForced locks (no whole window).
-  EXPECT_EQ(t.sampled_locks(), uint64_t{kWindow});
-  EXPECT_GT(t.sampled_collisions(),
-            uint64_t{kWindow / BucketTable::kCollisionRateDivisor});
-  EXPECT_LE(t.sampled_collisions(), uint64_t{kForced});
+  // About 1 in kCollisionSampleEvery locks, whole windows only.
+  EXPECT_EQ(t.sampled_locks(), 2u * kWindow);
+  // Well above the rate that asks for a doubling.
+  EXPECT_GT(t.sampled_collisions() * BucketTable::kCollisionRateDivisor,
+            4 * t.sampled_locks());
 }
 
-// Contention on one key is not a collision: a bigger table would not
-// separate a key from itself.
-TEST(AdaptivePolicy, ContentionOnOneKeyGrowsNothing) {
-  WATCHDOG("ContentionOnOneKeyGrowsNothing");
+// Threads that cycle over their keys are sampled all over their cycles,
+// not at one fixed point of it. Here each of two threads cycles over 16
+// keys: 15 share one bucket with the other thread's 15, and the 16th of each
+// has a bucket of its own. A sample taken every 16th lock would always land
+// on the lone key and see no collision; random intervals see many.
+TEST(AdaptivePolicy, CyclingThreadsAreSampledAcrossTheirCycles) {
+  WATCHDOG("CyclingThreadsAreSampledAcrossTheirCycles");
+  BucketTable t(Adaptive());
+  constexpr int kCycle = BucketTable::kCollisionSampleEvery;
+  uintptr_t keys[2][kCycle];
+  // keys[th][0..kCycle-2] in bucket `shared`; keys[th][kCycle-1] each in a
+  // bucket of its own.
+  const size_t shared = t.BucketIndex(reinterpret_cast<uintptr_t>(&g_words[0]));
+  int n_shared = 0, n_lone = 0;
+  size_t lone_index = SIZE_MAX;
+  for (size_t i = 0; i < 4096 && (n_shared < 2 * (kCycle - 1) || n_lone < 2);
+       ++i) {
+    const uintptr_t k = reinterpret_cast<uintptr_t>(&g_words[i]);
+    const size_t index = t.BucketIndex(k);
+    if (index == shared && n_shared < 2 * (kCycle - 1)) {
+      keys[n_shared % 2][n_shared / 2] = k;
+      ++n_shared;
+    } else if (index != shared && index != lone_index && n_lone < 2) {
+      keys[n_lone][kCycle - 1] = k;
+      lone_index = index;
+      ++n_lone;
+    }
+  }
+  ASSERT_EQ(n_shared, 2 * (kCycle - 1));
+  ASSERT_EQ(n_lone, 2);
+  std::atomic<int> turn{0};
+  auto body = [&](int me) {
+    BucketTable::RegisterRcuReader();
+    for (uint32_t i = 0; i < LocksForWindows(1); ++i) {
+      while (turn.load(std::memory_order_acquire) != me) sched_yield();
+      LockOnce(t, keys[me][i % kCycle]);
+      turn.store(1 - me, std::memory_order_release);
+    }
+  };
+  std::thread t0(body, 0), t1(body, 1);
+  t0.join();
+  t1.join();
+  EXPECT_EQ(t.collision_growths(), 1u);
+  EXPECT_GT(t.sampled_collisions() * BucketTable::kCollisionRateDivisor,
+            t.sampled_locks());
+}
+
+// Two threads taking turns on one key share its bucket as a waker and its
+// waiter do: no collision.
+TEST(AdaptivePolicy, TakingTurnsOnOneKeyGrowsNothing) {
+  WATCHDOG("TakingTurnsOnOneKeyGrowsNothing");
   BucketTable t(Adaptive());
   const KeyPair keys = SameBucket(t);
-  ContendedWindow(t, keys.b, keys.b, [&t](uintptr_t key) { LockOnce(t, key); });
-  EXPECT_EQ(t.bucket_count(), 16u);
-  EXPECT_EQ(t.sampled_locks(), uint64_t{kWindow});
-  EXPECT_EQ(t.sampled_collisions(), 0u);
-}
-
-// Sharing a bucket without contention (two threads taking turns on two keys
-// of one bucket), or one thread alone, grows nothing.
-TEST(AdaptivePolicy, NoGrowthWithoutContention) {
-  WATCHDOG("NoGrowthWithoutContention");
-  BucketTable t(Adaptive());
-  TakeTurns(t, SameBucket(t), 2 * kWindow);
+  TakeTurns(t, {keys.a, keys.a}, LocksForWindows(2));
   EXPECT_EQ(t.sampled_locks(), 4u * kWindow);
   EXPECT_EQ(t.sampled_collisions(), 0u);
   EXPECT_EQ(t.bucket_count(), 16u);
@@ -204,7 +198,7 @@ TEST(AdaptivePolicy, NoGrowthWithoutCollisions) {
   const KeyPair keys = SameBucket(t);
   std::thread([&] {
     BucketTable::RegisterRcuReader();
-    for (uint32_t i = 0; i < 4 * kWindow; ++i) {
+    for (uint32_t i = 0; i < LocksForWindows(4); ++i) {
       LockOnce(t, i % 2 == 0 ? keys.a : keys.b);
     }
   }).join();
@@ -220,7 +214,7 @@ TEST(AdaptivePolicy, ThreadsPolicyIgnoresCollisions) {
   TableOptions o = Adaptive();
   o.policy = GrowthPolicy::kThreads;
   BucketTable t(o);
-  ContendedWindow(t, SameBucket(t));
+  TakeTurns(t, SameBucket(t), LocksForWindows(1));
   EXPECT_EQ(t.bucket_count(), 16u);
   EXPECT_EQ(t.sampled_locks(), 0u);
   EXPECT_EQ(t.collision_growths(), 0u);
@@ -231,9 +225,14 @@ TEST(AdaptivePolicy, ThreadsPolicyIgnoresCollisions) {
 TEST(AdaptivePolicy, CollisionGrowthIsCapped) {
   WATCHDOG("CollisionGrowthIsCapped");
   BucketTable t(Adaptive(/*max_collision_buckets=*/64));
-  for (int round = 0; round < 3; ++round) ContendedWindow(t, SameBucket(t));
+  for (int round = 0; round < 3; ++round) {
+    TakeTurns(t, SameBucket(t), LocksForWindows(1));
+  }
   EXPECT_EQ(t.bucket_count(), 64u);
   EXPECT_EQ(t.collision_growths(), 2u);  // 16 -> 32 -> 64
+  // At the cap nothing is sampled: round 1's second thread ends its window
+  // there (its last sample is not taken), and round 2 samples nothing.
+  EXPECT_EQ(t.sampled_locks(), 3u * kWindow);
   EXPECT_FALSE(t.immutable());
   EXPECT_TRUE(t.MaybeGrow(100));  // 400 -> 512
   EXPECT_EQ(t.bucket_count(), 512u);
@@ -242,7 +241,7 @@ TEST(AdaptivePolicy, CollisionGrowthIsCapped) {
 
   BucketTable small(Adaptive(size_t{1} << 16, /*max_buckets=*/32));
   for (int round = 0; round < 2; ++round) {
-    ContendedWindow(small, SameBucket(small));
+    TakeTurns(small, SameBucket(small), LocksForWindows(1));
   }
   EXPECT_EQ(small.bucket_count(), 32u);
   EXPECT_TRUE(small.immutable());
@@ -261,7 +260,7 @@ TEST(AdaptivePolicy, NeverBelowWhatThreadsNeed) {
     EXPECT_EQ(t.TargetBuckets(live), threads.TargetBuckets(live)) << live;
   }
   EXPECT_TRUE(t.MaybeGrow(100));  // 512
-  ContendedWindow(t, SameBucket(t));
+  TakeTurns(t, SameBucket(t), LocksForWindows(1));
   EXPECT_EQ(t.bucket_count(), 1024u);
   EXPECT_FALSE(t.MaybeGrow(5));
   EXPECT_FALSE(t.MaybeGrow(100));
@@ -274,24 +273,24 @@ TEST(AdaptivePolicy, NeverBelowWhatThreadsNeed) {
 
 // A due growth waits for the outermost read section: it never runs while
 // the thread still reads the table (nor, so, while it holds a bucket).
+// Every lock of thread 0 is inside a nested section; the table may only
+// change size between them.
 TEST(AdaptivePolicy, GrowsOnlyWhenTheOutermostSectionEnds) {
   WATCHDOG("GrowsOnlyWhenTheOutermostSectionEnds");
   BucketTable t(Adaptive());
-  size_t inside = 0, after_inner = 0;
-  // The window's last lock is inside a nested section.
-  const KeyPair keys = SameBucket(t);
-  ContendedWindow(t, keys.a, keys.b, [&](uintptr_t key) {
+  uint32_t changed_inside = 0;
+  TakeTurns(t, SameBucket(t), LocksForWindows(1), [&](uintptr_t key) {
     BucketTable::ReadSection outer(t);
+    const size_t before = t.bucket_count();
     {
       BucketTable::ReadSection inner(t);
       BucketTable::UnlockBucket(t.LockBucket(key));
-      inside = t.bucket_count();
+      changed_inside += t.bucket_count() != before;
     }
-    after_inner = t.bucket_count();
+    changed_inside += t.bucket_count() != before;
   });
-  EXPECT_EQ(inside, 16u);
-  EXPECT_EQ(after_inner, 16u);
-  EXPECT_EQ(t.bucket_count(), 32u);  // grown when `outer` ended
+  EXPECT_EQ(changed_inside, 0u);
+  EXPECT_EQ(t.bucket_count(), 32u);  // grown when an `outer` ended
   EXPECT_EQ(t.collision_growths(), 1u);
 }
 

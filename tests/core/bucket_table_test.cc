@@ -103,9 +103,9 @@ TEST(RoundUpPow2, SaturatesInsteadOfOverflowing) {
 
 // --- Construction -----------------------------------------------------------
 
-TEST(BucketTable, DefaultsAreThreadsPolicySixteenBuckets) {
+TEST(BucketTable, DefaultsAreAdaptivePolicySixteenBuckets) {
   BucketTable t{TableOptions{}};
-  EXPECT_EQ(t.options().policy, GrowthPolicy::kThreads);
+  EXPECT_EQ(t.options().policy, GrowthPolicy::kAdaptive);
   EXPECT_EQ(t.bucket_count(), 16u);
   EXPECT_FALSE(t.immutable());
   EXPECT_EQ(t.growths(), 0u);

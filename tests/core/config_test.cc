@@ -84,7 +84,7 @@ class ConfigEnv : public ::testing::Test {
 };
 
 void ExpectDefaults(const Config& c) {
-  EXPECT_EQ(c.table.policy, GrowthPolicy::kThreads);
+  EXPECT_EQ(c.table.policy, GrowthPolicy::kAdaptive);
   EXPECT_EQ(c.table.buckets, 16u);
   EXPECT_EQ(c.table.max_buckets, size_t{1} << 19);
   EXPECT_EQ(c.table.load_factor, 4.0);
@@ -277,8 +277,8 @@ TEST_F(ConfigEnv, BadPoliciesAreReportedAndIgnored) {
        {"fixed:0", "fixed:1073741825", "fixed:18446744073709551615",
         "fixed:18446744073709551616", "fixed:-1", "fixed:", "fixed:1e3",
         "bogus", "THREADS", ""}) {
-    ExpectRejected("PARKLOT_POLICY", bad, "threads", [](const Config& c) {
-      EXPECT_EQ(c.table.policy, GrowthPolicy::kThreads);
+    ExpectRejected("PARKLOT_POLICY", bad, "adaptive", [](const Config& c) {
+      EXPECT_EQ(c.table.policy, GrowthPolicy::kAdaptive);
       EXPECT_EQ(c.table.buckets, 16u);
     });
   }
@@ -514,7 +514,7 @@ TEST(SetConfig, BadFieldsAreReplacedAndTheLotRuns) {
 TEST(DescribeConfig, NamesEveryKnob) {
   Config c;
   EXPECT_EQ(DescribeConfig(c),
-            "policy=threads buckets=16 max_buckets=524288 load_factor=4 "
+            "policy=adaptive buckets=16 max_buckets=524288 load_factor=4 "
             "spin=adaptive fair_ns=500000 stats=0");
   c.table.policy = GrowthPolicy::kFixed;
   c.table.buckets = 8;

@@ -63,7 +63,7 @@ for value in nan inf -2 0; do
   fi
 done
 if under_shim PARKLOT_POLICY=fixed:18446744073709551615; then
-  expect_one_warning PARKLOT_POLICY fixed:18446744073709551615 threads
+  expect_one_warning PARKLOT_POLICY fixed:18446744073709551615 adaptive
 else
   fail "PARKLOT_POLICY=fixed:18446744073709551615: exit status $?"
 fi
@@ -124,7 +124,7 @@ fi
 
 # A configured initial table too large for the address space (1 GiB here):
 # the lot starts on a smaller one, counted once, and everything runs.
-for policy in threads fixed:1073741824; do
+for policy in adaptive threads fixed:1073741824; do
   if (ulimit -v 1048576 && under_shim PARKLOT_POLICY="$policy" \
         PARKLOT_BUCKETS=1073741824 PARKLOT_MAX_BUCKETS=1073741824 \
         PARKLOT_STATS=1); then
