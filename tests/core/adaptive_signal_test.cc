@@ -159,8 +159,9 @@ TEST(AdaptiveUnderSignals, CollisionGrowthsWithHandlersLockingTheTable) {
   // 16 -> 1,024 is six doublings per round, all for collisions.
   EXPECT_EQ(growths, 6u * rounds);
   EXPECT_GT(g_handler_locks.load(), 0u);
-  std::printf("%d rounds, %llu collision growths (%llu during a handler), "
-              "%llu handler locks, %llu handlers in a lock section\n",
+  std::printf("%d rounds, %llu collision growths, %llu handlers during which "
+              "the table grew, %llu handler locks, %llu handlers in a lock "
+              "section\n",
               rounds, static_cast<unsigned long long>(growths),
               static_cast<unsigned long long>(g_growths_during_handlers.load()),
               static_cast<unsigned long long>(g_handler_locks.load()),
