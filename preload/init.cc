@@ -1,5 +1,8 @@
 // The shim's start-up and exit.
 #include <stdlib.h>
+#include <string.h>
+
+#include <string>
 
 #include "hash/futex.h"
 #include "preload/deadlock.h"
@@ -7,6 +10,7 @@
 #include "preload/shim.h"
 #include "runtime/config.h"
 #include "runtime/fork.h"
+#include "runtime/stats.h"
 
 namespace parklot::preload {
 
@@ -59,5 +63,20 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status) {
 // Lets tests and `parklot info` ask whether the shim is loaded.
 __attribute__((visibility("default"))) int parklot_preload_active() {
   return 1;
+}
+
+// `parklot info`: the shim's own lot (DescribeLot), so that the helper
+// program need not parse the environment a second time (each parse reports
+// every rejected knob). Writes at most `size` bytes, NUL-terminated, into
+// `buf`; returns the full length (as snprintf does).
+__attribute__((visibility("default"))) size_t parklot_preload_describe(
+    char* buf, size_t size) {
+  const std::string text = parklot::DescribeLot();
+  if (size != 0) {
+    const size_t n = text.size() < size ? text.size() : size - 1;
+    memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return text.size();
 }
 }

@@ -56,6 +56,12 @@ Stats GetStats();
 // Multi-line human-readable form of `stats`.
 std::string FormatStats(const Stats& stats);
 
+// What `parklot info` prints of this process's lot, one item per line:
+// the configuration in force (DescribeConfig), the CPUs in the affinity
+// mask, and the table's size and whether it may grow. Fixes the
+// configuration and initializes the lot, as its first use would.
+std::string DescribeLot();
+
 }  // namespace parklot
 
 #endif  // PARKLOT_RUNTIME_STATS_H_

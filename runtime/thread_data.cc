@@ -11,6 +11,7 @@
 #include <urcu-bp.h>
 
 #include "absl/base/internal/raw_logging.h"
+#include "absl/strings/str_cat.h"
 #include "hash/futex.h"
 #include "runtime/config.h"
 #include "runtime/fork.h"
@@ -454,6 +455,15 @@ uint32_t HighestIndex() {
 }
 
 }  // namespace registry
+
+std::string DescribeLot() {
+  BucketTable& table = GlobalTable();
+  return absl::StrCat("config: ", DescribeConfig(GetConfig()),
+                      "\ncpus: ", registry::AllowedCpus(),
+                      " in the affinity mask\ntable: ", table.bucket_count(),
+                      " buckets now, growth ",
+                      table.immutable() ? "off (immutable)" : "on", "\n");
+}
 
 Stats GetStats() {
   Stats s;

@@ -93,6 +93,12 @@ ldd "$work/build-cmake-OFF/queue" | grep -q "libparklot.so.0 => $prefix/lib/" ||
 echo "== the installed launcher"
 info=$(clean "$prefix/bin/parklot" info) || fail "parklot info"
 grep -qx 'preload shim: active' <<<"$info" && pass "parklot info: shim active" || fail "parklot info: $info"
+# The shim and parklot-info each hold the runtime; only the shim's parses the
+# environment, so a rejected knob is reported once.
+warnings=$(clean env PARKLOT_POLICY=bogus "$prefix/bin/parklot" info 2>&1 >/dev/null |
+  grep -c 'ignoring PARKLOT_POLICY=bogus')
+[ "$warnings" = 1 ] && pass "parklot info reports a rejected knob once" ||
+  fail "parklot info reported a rejected knob $warnings times"
 clean "$prefix/bin/parklot" bench >/dev/null 2>"$work/log"
 [ $? -eq 2 ] && grep -q 'source tree' "$work/log" && pass "parklot bench says it needs the source tree" ||
   fail "parklot bench installed: $(cat "$work/log")"
