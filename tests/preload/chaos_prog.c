@@ -213,7 +213,12 @@ int main(int argc, char** argv) {
   int forks = 0, lives = kSlots, bursts = 0;
   const int64_t start = shim_now_ns(CLOCK_MONOTONIC);
   int64_t next_check = start + 1000000000;
+  /* Of the current progress window, the time the driver spent inside its
+   * own actions, and the windows excused for it. */
+  int64_t busy_ns = 0;
+  int excused = 0;
   while (shim_now_ns(CLOCK_MONOTONIC) < start + (int64_t)seconds * 1000000000) {
+    const int64_t action_start = shim_now_ns(CLOCK_MONOTONIC);
     const uint32_t r = shim_rand(&rng) % 100;
     const int w = (int)(shim_rand(&rng) % kSlots);
     if (r < 80) {
@@ -247,13 +252,24 @@ int main(int argc, char** argv) {
       CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       ++forks;
     }
+    busy_ns += shim_now_ns(CLOCK_MONOTONIC) - action_start;
     shim_sleep_us(20 + shim_rand(&rng) % 60);
-    if (shim_now_ns(CLOCK_MONOTONIC) >= next_check) {
+    const int64_t now = shim_now_ns(CLOCK_MONOTONIC);
+    if (now >= next_check) {
       long total = 0;
       for (int i = 0; i < kSlots; ++i) total += atomic_load(&g_progress[i]) - seen[i];
-      if (total == 0) FATAL("no worker made progress for 1 s");
+      /* A life is kOpsPerLife operations (a fraction of a second) and only
+       * the driver starts the next: a window the driver spent mostly inside
+       * one action (a fork child, a burst, a cancelled victim's join, each
+       * bounded on its own) says nothing about the lot. */
+      if (total == 0 && busy_ns < 500000000) {
+        FATAL("no worker made progress for 1 s (the driver was busy %lld ms of it)",
+              (long long)(busy_ns / 1000000));
+      }
+      excused += total == 0;
       for (int i = 0; i < kSlots; ++i) seen[i] = atomic_load(&g_progress[i]);
-      next_check += 1000000000;
+      busy_ns = 0;
+      next_check = now + 1000000000;
     }
   }
   atomic_store(&g_stop, 1);
@@ -273,8 +289,9 @@ int main(int argc, char** argv) {
   pthread_mutex_unlock(&g_mu);
   CHECK(atomic_load(&g_handled) > 0);
   CHECK(calm || bursts > 0);
-  printf("chaos: %d lives, %ld handlers, %ld cancels, %d forks, %d bursts, %ld units\n",
+  printf("chaos: %d lives, %ld handlers, %ld cancels, %d forks, %d bursts, %ld units, "
+         "%d idle windows while the driver was busy\n",
          lives, atomic_load(&g_handled), atomic_load(&g_cancels), forks, bursts,
-         posted);
+         posted, excused);
   return shim_test_finish();
 }
