@@ -191,6 +191,73 @@ TEST_F(Registry, ManyParkedThreadsAllCountedAndReleased) {
   EXPECT_EQ(registry::ParkedThreads(), parked_before);
 }
 
+// The parked count under churn: threads park on a few shared keys with
+// short deadlines (some are unparked, some time out), unpark one another,
+// exit and are replaced (registry indices, and with them the count's
+// shards, are reused), while a reader samples the count: it never exceeds
+// the threads the test runs (a decrement before its increment would wrap a
+// shard to 2^64 - 1), and once every thread has gone it is back where it
+// began (a lost update would leave it off).
+TEST_F(Registry, ParkedCountStaysExactUnderChurn) {
+  testing::Watchdog wd(kWatch, "ParkedCountStaysExactUnderChurn");
+  constexpr int kThreads = 24;  // more than the count's 16 shards
+  const int rounds = static_cast<int>(coretest::Scaled(60, 10, 2));
+  constexpr int kOps = 200;
+  const size_t parked_before = registry::ParkedThreads();
+  int keys[4];
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> max_seen{0};
+  std::atomic<uint64_t> samples{0};
+  std::thread reader([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      const size_t p = registry::ParkedThreads();
+      size_t m = max_seen.load(std::memory_order_relaxed);
+      while (p > m && !max_seen.compare_exchange_weak(m, p)) {
+      }
+      samples.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  std::atomic<uint64_t> unparked{0}, timed_out{0};
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<SmallThread> threads(kThreads);
+    for (int i = 0; i < kThreads; ++i) {
+      threads[i].Start([&, i, round] {
+        uint32_t rng = static_cast<uint32_t>(round * kThreads + i) * 2654435761u | 1;
+        for (int op = 0; op < kOps; ++op) {
+          rng ^= rng << 13;
+          rng ^= rng >> 17;
+          rng ^= rng << 5;
+          const uintptr_t key = KeyOf(&keys[rng % 4]);
+          if (rng % 3 != 0) {
+            const ParkResult r = Park(
+                key, [] { return true; }, [] {}, [](uintptr_t, bool) {}, 0,
+                Deadline::In(absl::Microseconds(rng % 200)));
+            (r.timed_out() ? timed_out : unparked).fetch_add(1);
+          } else if (rng % 7 == 0) {
+            UnparkAll(key);
+          } else {
+            UnparkOne(key, [](UnparkResult) { return kDefaultUnparkToken; });
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.Join();
+  }
+  stop.store(true);
+  reader.join();
+  EXPECT_LE(max_seen.load(), parked_before + kThreads);
+  EXPECT_EQ(registry::ParkedThreads(), parked_before);
+  EXPECT_GT(unparked.load(), 0u);
+  EXPECT_GT(timed_out.load(), 0u);
+  std::printf("%d rounds of %d threads: %llu parks unparked, %llu timed out; "
+              "%llu samples, at most %zu parked\n",
+              rounds, kThreads,
+              static_cast<unsigned long long>(unparked.load()),
+              static_cast<unsigned long long>(timed_out.load()),
+              static_cast<unsigned long long>(samples.load()),
+              max_seen.load());
+}
+
 struct Ids {
   std::vector<uint32_t> indices;
   std::vector<uint32_t> slots;
