@@ -72,15 +72,6 @@ class ABSL_LOCKABLE BucketLock {
     }
   }
 
-  // Acquires the lock if it is free: one compare-and-swap, as Lock's fast
-  // path. Returns true if acquired.
-  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    uint32_t expected = 0;
-    return word_.compare_exchange_strong(expected, 1,
-                                         std::memory_order_acquire,
-                                         std::memory_order_relaxed);
-  }
-
   // Releases the lock. The caller must hold it.
   void Unlock() ABSL_UNLOCK_FUNCTION() {
     if (__builtin_expect(

@@ -42,10 +42,9 @@ struct alignas(64) Bucket {
   // unpark from this bucket should hand off fairly; 0 = not yet armed.
   int64_t fair_deadline_ns ABSL_GUARDED_BY(lock) = 0;
   uint64_t rng ABSL_GUARDED_BY(lock) = 0;
-  // The `adaptive` policy's collision sample: the key and the thread (an
-  // address unique to the live thread) of the last LockBucket here (see
-  // BucketTable::kCollisionWindow). Written only when the table measures
-  // collisions.
+  // The `adaptive` policy's collision record: the key and the thread (an
+  // address unique to the live thread) of the last sampled LockBucket here
+  // (see BucketTable::kCollisionWindow). Written only by samples.
   uintptr_t last_key ABSL_GUARDED_BY(lock) = 0;
   uintptr_t last_locker ABSL_GUARDED_BY(lock) = 0;
 
@@ -80,14 +79,14 @@ enum class GrowthPolicy {
 
 struct TableOptions {
   GrowthPolicy policy = GrowthPolicy::kAdaptive;
-  // Initial size for kThreads/kCpus/kAdaptive; the size for kFixed. Rounded up to a
-  // power of two.
+  // Initial size for kThreads/kCpus/kAdaptive; the size for kFixed.
+  // Rounded up to a power of two.
   size_t buckets = 16;
   // Cap; a table that reaches it becomes immutable. The default covers
   // 100,000 threads at the default load factor.
   size_t max_buckets = size_t{1} << 19;
-  // Buckets per live thread for kThreads and kAdaptive. At 4, a thread's bucket is
-  // shared with another thread's current key with probability about
+  // Buckets per live thread for kThreads and kAdaptive. At 4, a thread's
+  // bucket is shared with another thread's current key with probability about
   // 1 - e^(-1/4) = 22%, queues stay under one waiter on average, it matches
   // the kernel's own 4x factor, and it costs 256 B of table per thread.
   double load_factor = 4.0;

@@ -130,7 +130,8 @@ uint64_t Round(absl::Duration limit) {
   g_table.store(nullptr, std::memory_order_release);
 
   EXPECT_EQ(table.bucket_count(), kCap) << "the round did not reach the cap";
-  // Every bucket was left unlocked: a try-lock of each succeeds.
+  // Every bucket was left unlocked: each can be locked (a leaked lock
+  // would hang here, and the watchdog fails the test).
   size_t size = 0;
   for (size_t i = 0;; ++i) {
     Bucket* b = table.LockBucketAt(i, &size);

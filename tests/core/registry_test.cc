@@ -222,7 +222,8 @@ TEST_F(Registry, ParkedCountStaysExactUnderChurn) {
     std::vector<SmallThread> threads(kThreads);
     for (int i = 0; i < kThreads; ++i) {
       threads[i].Start([&, i, round] {
-        uint32_t rng = static_cast<uint32_t>(round * kThreads + i) * 2654435761u | 1;
+        uint32_t rng =
+            static_cast<uint32_t>(round * kThreads + i) * 2654435761u | 1;
         for (int op = 0; op < kOps; ++op) {
           rng ^= rng << 13;
           rng ^= rng >> 17;

@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
        * one action (a fork child, a burst, a cancelled victim's join, each
        * bounded on its own) says nothing about the lot. */
       if (total == 0 && busy_ns < 500000000) {
-        FATAL("no worker made progress for 1 s (the driver was busy %lld ms of it)",
+        FATAL("no worker made progress for 1 s (the driver busy %lld ms of it)",
               (long long)(busy_ns / 1000000));
       }
       excused += total == 0;
