@@ -410,15 +410,12 @@ void CacheAdd(ThreadRecord* r, uintptr_t from, uintptr_t to, uint64_t epoch) {
 
 // Which threads hold `lock`: the record that lists it, preferring one that
 // is itself waiting (a read lock may have many holders).
-ThreadRecord* HolderOf(uintptr_t lock, const ThreadRecord* except,
-                       int* held_index) {
+ThreadRecord* HolderOf(uintptr_t lock, int* held_index) {
   ThreadRecord* found = nullptr;
   const uint32_t used = g_records_used.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < used; ++i) {
     ThreadRecord* r = &g_records[i];
-    if (r == except || r->slot.load(std::memory_order_acquire) == kNoSlot) {
-      continue;
-    }
+    if (r->slot.load(std::memory_order_acquire) == kNoSlot) continue;
     const int k = FindHeld(r, lock);
     if (k < 0) continue;
     found = r;
@@ -627,11 +624,9 @@ void DeadlockCheckWait() {
     const uintptr_t want = r->waiting_on.load(std::memory_order_acquire);
     if (want == 0 || n == kMaxCycle) return;
     chain[n] = r;
-    int k = -1;
     // A thread re-locking a normal mutex it holds waits for itself.
-    ThreadRecord* holder =
-        FindHeld(r, want) >= 0 && r == self ? r : HolderOf(want, nullptr, &k);
-    if (holder == r) k = FindHeld(r, want);
+    int k = r == self ? FindHeld(r, want) : -1;
+    ThreadRecord* holder = k >= 0 ? r : HolderOf(want, &k);
     if (holder == nullptr || k < 0) return;
     held_at[n++] = k;
     if (holder == self) break;

@@ -23,11 +23,13 @@
 // holds. In abort mode the process then aborts (a core dump shows it).
 // Lock-order cycles are reported, never aborted on: they did not deadlock.
 //
-// Cost: nothing when off (one predictable branch). On: an acquisition with
-// no other lock held updates the thread's list only; one with locks held
-// checks a per-thread cache of known edges and takes the graph's spinlock
-// only for an edge it has not seen. No malloc on any of these paths: the
-// graph lives in Abseil's mmap arena, the rest in mmap'ed tables.
+// Cost: nothing when off (one predictable branch per lock and one per
+// unlock). On: an acquisition with no other lock held updates the thread's
+// list only; one with locks held checks a per-thread cache of known edges
+// and takes the graph's spinlock only for an edge it has not seen. No
+// malloc on any of these paths: the graph lives in Abseil's mmap arena, the
+// rest in mmap'ed tables; a report (stack traces, symbolizing) uses
+// Abseil's own mmap arena too.
 #ifndef PARKLOT_PRELOAD_DEADLOCK_H_
 #define PARKLOT_PRELOAD_DEADLOCK_H_
 
@@ -56,7 +58,9 @@ enum class LockMode : uint8_t {
 inline constexpr absl::Duration kDeadlockCheckAfter = absl::Seconds(1);
 
 // Turns detection on (mmaps its tables; registers fork handlers). Call once
-// from the shim's constructor. Not thread-safe.
+// from the shim's constructor. Not thread-safe. If the tables cannot be
+// mapped it says so on the report sink (PARKLOT_REPORT, else stderr) and
+// detection stays off.
 void EnableDeadlockDetection(const Config& config);
 
 // The calling thread is about to take `lock` in `mode` and may wait for it
@@ -70,6 +74,7 @@ void DeadlockAcquired(const void* lock, LockMode mode, const void* site);
 
 // The calling thread releases `lock` (call before the lock word is
 // released). Returns the call site that took it (nullptr if not listed).
+// Calling thread's list only; no malloc.
 const void* DeadlockReleased(const void* lock);
 
 // `lock` was destroyed, or an address is initialized as a new lock: its
@@ -77,11 +82,13 @@ const void* DeadlockReleased(const void* lock);
 void DeadlockForget(const void* lock);
 
 // Marks the calling thread as waiting for `lock` (nullptr: no longer).
+// Calling thread only; no malloc.
 void DeadlockWaiting(const void* lock, LockMode mode, const void* site);
 
 // Called by a thread that has waited kDeadlockCheckAfter for the lock it
 // marked with DeadlockWaiting: reports a wait-for cycle through it (once
-// per cycle) and, in abort mode, aborts.
+// per cycle; the report is formatted under the graph's spinlock) and, in
+// abort mode, calls abort(). Calling thread only; no malloc.
 void DeadlockCheckWait();
 
 // The deadline for the next slice of a wait that checks for deadlocks:

@@ -43,8 +43,10 @@ bool ReportsAtUnderscoreExit(Sink sink);
 // address as `addr2line -e MODULE 0xADDR` reads it (an offset into a
 // position-independent object, the address itself in a fixed-address
 // executable), so that stripped binaries with separate debug info resolve
-// too. Reads ELF files (Abseil's symbolizer, its own mmap arena): report
-// time only, never on a lock path. No malloc. Any thread.
+// too. Reads ELF files (Abseil's symbolizer, its own mmap arena): only when
+// a report is written, which for a lock-order cycle or a deadlock is on
+// that lock's path (DeadlockBeforeLock, DeadlockCheckWait). No malloc. Any
+// thread.
 void DescribeCallSite(const void* pc, char* buf, size_t size);
 
 }  // namespace parklot::preload

@@ -307,10 +307,9 @@ std::string DescribeConfig(const Config& c) {
                           : std::string(),
                       " fair_ns=", c.fair_mean_ns, " stats=", c.stats ? 1 : 0,
                       c.syscall_futex ? " syscall_futex=1" : "",
-                      c.deadlock != DeadlockMode::kOff ? " deadlock=" : "",
                       c.deadlock != DeadlockMode::kOff
-                          ? DeadlockName(c.deadlock)
-                          : "");
+                          ? absl::StrCat(" deadlock=", DeadlockName(c.deadlock))
+                          : std::string());
 }
 
 }  // namespace parklot

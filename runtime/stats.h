@@ -60,6 +60,7 @@ std::string FormatStats(const Stats& stats);
 // the configuration in force (DescribeConfig), the CPUs in the affinity
 // mask, and the table's size and whether it may grow. Fixes the
 // configuration and initializes the lot, as its first use would.
+// Thread-safe; allocates the returned string (not for lock paths).
 std::string DescribeLot();
 
 }  // namespace parklot
