@@ -54,6 +54,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -92,7 +93,8 @@ ABSL_FLAG(bool, quick, false,
           "Quick mode: 3 repetitions of 100ms unless --repetitions or "
           "--duration say otherwise.");
 ABSL_FLAG(std::vector<std::string>, configs, {},
-          "Comma-separated subset of the configurations (see --list_configs). "
+          "Comma-separated subset of the configurations (see --list_configs; "
+          "any other parklot/POLICY that PARKLOT_POLICY accepts also works). "
           "Default: all.");
 ABSL_FLAG(bool, list_configs, false, "Print the configurations and exit.");
 ABSL_FLAG(std::string, json_out, "",
@@ -144,11 +146,26 @@ const std::vector<Configuration>& AllConfigurations() {
   return *configs;
 }
 
+// A listed configuration, or any other `parklot/POLICY` that PARKLOT_POLICY
+// accepts (e.g. parklot/fixed:4096), made on first use.
 const Configuration* FindConfiguration(absl::string_view name) {
   for (const Configuration& c : AllConfigurations()) {
     if (c.name == name) return &c;
   }
-  return nullptr;
+  absl::string_view policy = name;
+  GrowthPolicy parsed;
+  size_t buckets = 0;
+  if (!absl::ConsumePrefix(&policy, "parklot/") ||
+      !ParseGrowthPolicy(policy, &parsed, &buckets)) {
+    return nullptr;
+  }
+  static auto* extra = new std::vector<std::unique_ptr<Configuration>>;
+  for (const auto& c : *extra) {
+    if (c->name == name) return c.get();
+  }
+  extra->push_back(std::make_unique<Configuration>(Configuration{
+      std::string(name), Impl::kParklot, 0, std::string(policy)}));
+  return extra->back().get();
 }
 
 std::string ErrnoName(int err) {

@@ -81,4 +81,16 @@ fi
 if "$bin" --configs=kernel/3 --threads=1 --repetitions=1 --duration=1ms >/dev/null 2>&1; then
   fail "--configs=kernel/3 was accepted"
 fi
+
+# Any policy PARKLOT_POLICY accepts runs as parklot/POLICY, with the table
+# it asks for; a policy it rejects is an error.
+"$bin" --configs=parklot/fixed:4096 --threads=1 --keys=8 --repetitions=1 \
+  --duration=10ms >"$out" 2>&1 || fail "parklot/fixed:4096 exited with status $?"
+grep -Eq "^parklot/fixed:4096 +4096 buckets" "$out" ||
+  fail "parklot/fixed:4096: no row with 4096 buckets"
+for bad in parklot/fixed:0 parklot/fixed:x parklot/sometimes; do
+  if "$bin" --configs=$bad --threads=1 --repetitions=1 --duration=1ms >/dev/null 2>&1; then
+    fail "--configs=$bad was accepted"
+  fi
+done
 echo "PASS"
