@@ -44,8 +44,22 @@ static void on_signal(int sig) {
   errno = saved;
 }
 
+/* Threads that made their first lot call (their registration). A burst
+ * waits for every thread spawned before it: a registration that grows
+ * liburcu-bp's reader arena, preempted between the lot's address-space
+ * probe and liburcu's own mapping while the burst exhausts the address
+ * space, makes liburcu abort the process (README, "Known limits"). */
+static pthread_mutex_t g_hello = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int g_registered;
+static void say_hello(void) {
+  pthread_mutex_lock(&g_hello);
+  pthread_mutex_unlock(&g_hello);
+  atomic_fetch_add(&g_registered, 1);
+}
+
 /* One worker life: kOpsPerLife random operations, then the thread exits. */
 static void* worker(void* arg) {
+  say_hello();
   const long slot = (long)arg;
   uint32_t rng = (uint32_t)(slot + 1) * 2654435761u ^ (uint32_t)shim_now_ns(CLOCK_MONOTONIC);
   for (int i = 0; i < kOpsPerLife && !atomic_load(&g_stop); ++i) {
@@ -89,6 +103,7 @@ static void* worker(void* arg) {
  * driver cancels them. A cancelled sem_wait takes no unit (POSIX). */
 static void unlock_mu(void* arg) { pthread_mutex_unlock((pthread_mutex_t*)arg); }
 static void* victim(void* arg) {
+  say_hello();
   if ((long)arg & 1) {
     for (;;) {
       if (sem_wait(&g_sem) == 0) atomic_fetch_add(&g_taken, 1);
@@ -187,8 +202,29 @@ static int burst_under_exhaustion(void) {
   return n;
 }
 
+/* What the driver is doing, for the watchdog's message: a hang names the
+ * action it happened in. */
+static const char* const kActions[] = {
+    "start", "signal", "join+respawn", "cancel+join victim", "burst",
+    "fork+wait", "final joins", "final checks"};
+enum { kStart, kSignal, kRespawn, kCancel, kBursting, kFork, kFinalJoins, kFinalChecks };
+static volatile sig_atomic_t g_action;
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "FAIL: watchdog: chaos hung; the driver was in: ";
+  const char* action = kActions[g_action];
+  ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+  w = write(STDERR_FILENO, action, strlen(action));
+  w = write(STDERR_FILENO, "\n", 1);
+  (void)w;
+  _exit(3);
+}
+
 int main(int argc, char** argv) {
-  shim_test_start("chaos", 150);
+  /* The watchdog fires well before chaos_test.sh's timeout, so that a hang
+   * reports where the driver was. */
+  shim_test_start("chaos", 60);
+  signal(SIGALRM, on_alarm);
   const int seconds = argc > 1 ? atoi(argv[1]) : 4;
   const int calm = argc > 2 && strcmp(argv[2], "--no-fork-or-exhaustion") == 0;
   sem_init(&g_sem, 0, 0);
@@ -210,7 +246,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < kVictims; ++i) victims[i] = shim_spawn(victim, (void*)victim_kind++);
 
   uint32_t rng = 777;
-  int forks = 0, lives = kSlots, bursts = 0;
+  int forks = 0, lives = kSlots, bursts = 0, spawned = kSlots + kVictims;
   const int64_t start = shim_now_ns(CLOCK_MONOTONIC);
   int64_t next_check = start + 1000000000;
   /* Of the current progress window, the time the driver spent inside its
@@ -221,6 +257,8 @@ int main(int argc, char** argv) {
     const int64_t action_start = shim_now_ns(CLOCK_MONOTONIC);
     const uint32_t r = shim_rand(&rng) % 100;
     const int w = (int)(shim_rand(&rng) % kSlots);
+    g_action = r < 80 ? kSignal : r < 90 ? kRespawn : r < 95 ? kCancel
+             : r < 96 ? kBursting : kFork;
     if (r < 80) {
       pthread_kill(workers[w], (r & 1) ? SIGUSR1 : SIGUSR2);
     } else if (r < 90) {
@@ -228,6 +266,7 @@ int main(int argc, char** argv) {
       if (pthread_tryjoin_np(workers[w], NULL) == 0) {
         workers[w] = shim_spawn(worker, (void*)(long)w);
         ++lives;
+        ++spawned;
       }
     } else if (r < 95) {
       const int v = (int)(shim_rand(&rng) % kVictims);
@@ -235,7 +274,16 @@ int main(int argc, char** argv) {
       pthread_join(victims[v], NULL);
       atomic_fetch_add(&g_cancels, 1);
       victims[v] = shim_spawn(victim, (void*)victim_kind++);
+      ++spawned;
     } else if (r < 96) {
+      const int64_t limit = shim_now_ns(CLOCK_MONOTONIC) + 10000000000;
+      while (!calm && atomic_load(&g_registered) < spawned) {
+        if (shim_now_ns(CLOCK_MONOTONIC) > limit) {
+          FATAL("%d of %d threads made their first lot call in 10 s",
+                atomic_load(&g_registered), spawned);
+        }
+        shim_sleep_us(100);
+      }
       if (!calm && burst_under_exhaustion() > 0) ++bursts;
     } else if (r < 98 && !calm) {
       const pid_t pid = fork();
@@ -273,11 +321,13 @@ int main(int argc, char** argv) {
     }
   }
   atomic_store(&g_stop, 1);
+  g_action = kFinalJoins;
   for (int i = 0; i < kSlots; ++i) pthread_join(workers[i], NULL);
   for (int i = 0; i < kVictims; ++i) {
     pthread_cancel(victims[i]);
     pthread_join(victims[i], NULL);
   }
+  g_action = kFinalChecks;
   int left = -1;
   sem_getvalue(&g_sem, &left);
   const long posted = atomic_load(&g_posted), taken = atomic_load(&g_taken);
