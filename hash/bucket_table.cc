@@ -27,6 +27,7 @@
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "hash/fibonacci_hash.h"
 
 namespace parklot {
 
@@ -184,10 +185,8 @@ void BucketTable::FreeTable(Table* table) {
 }
 
 size_t BucketTable::IndexOf(const Table* table, uintptr_t key) {
-  // Fibonacci hashing (Knuth): the high bits of key * 2^64/phi. Masking the
-  // shift keeps a one-bucket table (shift 64) well-defined: index 0.
-  const uint64_t h = static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull;
-  return (h >> (table->shift & 63)) & (table->size - 1);
+  // A one-bucket table (shift 64) takes 0 bits: index 0.
+  return FibonacciHash(key, 64 - table->shift);
 }
 
 BucketTable::BucketTable(const TableOptions& options) : options_(options) {

@@ -3,6 +3,7 @@
 #include <threads.h>
 #include <unistd.h>
 
+#include "hash/fibonacci_hash.h"
 #include "preload/deadlock.h"
 #include "preload/shim.h"
 #include "sync/condvar.h"
@@ -169,10 +170,9 @@ pthread_mutex_t g_stand_ins[kStandIns];  // zero-filled: normal, unlocked
 std::atomic<bool> g_stand_ins_used{false};
 
 pthread_mutex_t* StandInFor(const pthread_cond_t* c) {
-  return &g_stand_ins[(reinterpret_cast<uintptr_t>(c) *
-                       0x9E3779B97F4A7C15ull) >> 58];
+  static_assert(kStandIns == 64, "StandInFor takes 6 bits");
+  return &g_stand_ins[FibonacciHash(reinterpret_cast<uintptr_t>(c), 6)];
 }
-static_assert(kStandIns == 64, "StandInFor takes 6 bits");
 
 enum class WaitHow { kUntimed, kCondClock, kGivenClock };
 

@@ -16,6 +16,7 @@
 #include "absl/debugging/stacktrace.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/internal/graphcycles.h"
+#include "hash/fibonacci_hash.h"
 #include "preload/report.h"
 #include "runtime/fork.h"
 #include "runtime/thread_data.h"
@@ -126,9 +127,7 @@ std::atomic<uint64_t> g_epoch{0};
 constexpr size_t kKnownBits = 1 << 16;
 std::atomic<uint64_t> g_known[kKnownBits / 64];
 
-size_t KnownBit(uintptr_t lock) {
-  return (lock * 0x9E3779B97F4A7C15ull) >> (64 - 16);
-}
+size_t KnownBit(uintptr_t lock) { return FibonacciHash(lock, 16); }
 
 constexpr int kStack = 8;
 // What made an edge: where and by whom each end was taken, and the stack of
@@ -149,8 +148,7 @@ constexpr size_t kEdgeProbes = 16;
 EdgeInfo* g_edges = nullptr;  // guarded by g_graph_mu
 
 size_t EdgeHash(uint64_t from, uint64_t to) {
-  return ((from * 0x9E3779B97F4A7C15ull) ^ (to * 0xC2B2AE3D27D4EB4Full)) >>
-         (64 - 15);
+  return (FibonacciMix(from) ^ (to * 0xC2B2AE3D27D4EB4Full)) >> (64 - 15);
 }
 
 // The edge's record, or nullptr.
@@ -363,7 +361,7 @@ constexpr size_t kKnownProbes = 4;
 std::atomic<uint64_t>* g_known_edges = nullptr;
 
 uint64_t Fingerprint(uintptr_t from, uintptr_t to, uint64_t epoch) {
-  uint64_t h = from * 0x9E3779B97F4A7C15ull;
+  uint64_t h = FibonacciMix(from);
   h = (h ^ (h >> 29) ^ to) * 0xBF58476D1CE4E5B9ull;
   h = (h ^ (h >> 31) ^ epoch) * 0x94D049BB133111EBull;
   h ^= h >> 32;
@@ -637,8 +635,7 @@ void DeadlockCheckWait() {
   }
   uint64_t key = 0;
   for (int i = 0; i < n; ++i) {
-    key += chain[i]->waiting_on.load(std::memory_order_relaxed) *
-           0x9E3779B97F4A7C15ull;
+    key += FibonacciMix(chain[i]->waiting_on.load(std::memory_order_relaxed));
   }
   {
     SpinLockHolder h(&g_report_mu);

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "hash/fibonacci_hash.h"
 #include "preload/futex_ops.h"
 #include "preload/report.h"
 #include "preload/shim.h"
@@ -91,8 +92,8 @@ uint64_t Sum(int counter) {
 
 // The lock's statistics; a new entry if `insert` and there is room.
 LockStat* Find(uintptr_t lock, bool insert) {
-  const size_t g = (lock * 0x9E3779B97F4A7C15ull) >> 53;  // 11 bits
   static_assert(kSlots / kProbes == 1 << 11, "Find takes 11 bits");
+  const size_t g = FibonacciHash(lock, 11);
   std::atomic<uintptr_t>* keys = g_keys[g].key;
   for (size_t i = 0; i < kProbes; ++i) {
     uintptr_t cur = keys[i].load(std::memory_order_acquire);
