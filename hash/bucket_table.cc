@@ -27,6 +27,7 @@
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "hash/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
 
 namespace parklot {
@@ -129,9 +130,8 @@ size_t RoundUpPow2(size_t n) {
 }
 
 bool CanMapNow(size_t bytes) {
-  void* probe = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (probe == MAP_FAILED) return false;
+  void* probe = MapAnonymous(bytes, /*reserve=*/true);
+  if (probe == nullptr) return false;
   munmap(probe, bytes);
   return true;
 }
@@ -167,9 +167,8 @@ BucketTable::Table* BucketTable::AllocateTable(size_t buckets) {
   }
   // buckets <= kMaxTableBuckets: the size cannot overflow.
   const size_t bytes = sizeof(Table) + buckets * sizeof(Bucket);
-  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return nullptr;
+  void* mem = MapAnonymous(bytes, /*reserve=*/true);
+  if (mem == nullptr) return nullptr;
   // Zero-filled pages are empty, unlocked buckets.
   return InitHeader(mem, buckets);
 }

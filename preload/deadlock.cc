@@ -4,7 +4,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +15,7 @@
 #include "absl/debugging/stacktrace.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/internal/graphcycles.h"
+#include "hash/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
 #include "preload/report.h"
 #include "runtime/fork.h"
@@ -467,18 +467,15 @@ void ForkChild() {
   }
 }
 
-void* MapZeroed(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-}
-
 }  // namespace
 
 void EnableDeadlockDetection(const Config& config) {
-  void* records = MapZeroed(sizeof(ThreadRecord) * kRecords);
-  void* edges = MapZeroed(sizeof(EdgeInfo) * kEdges);
-  void* known = MapZeroed(sizeof(std::atomic<uint64_t>) * kKnownEdges);
+  // Mostly untouched: no commit charge for the whole size.
+  constexpr bool kReserve = false;
+  void* records = MapAnonymous(sizeof(ThreadRecord) * kRecords, kReserve);
+  void* edges = MapAnonymous(sizeof(EdgeInfo) * kEdges, kReserve);
+  void* known =
+      MapAnonymous(sizeof(std::atomic<uint64_t>) * kKnownEdges, kReserve);
   if (records == nullptr || edges == nullptr || known == nullptr) {
     static const char kMsg[] =
         "parklot: no memory for PARKLOT_DEADLOCK's tables; detection off\n";

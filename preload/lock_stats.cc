@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "hash/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
 #include "preload/futex_ops.h"
 #include "preload/report.h"
@@ -127,9 +128,8 @@ void EnableLockStats() {
                         kFilterBits / 8 + kSlots * sizeof(LockStat) <=
                     size_t{2} << 20,
                 "one huge page");
-  void* p = mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return;
+  void* p = MapAnonymous(bytes + kHuge, /*reserve=*/false);
+  if (p == nullptr) return;
   char* base = reinterpret_cast<char*>(
       (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1));
   madvise(base, kHuge, MADV_HUGEPAGE);  // advice: fine if refused
