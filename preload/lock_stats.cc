@@ -34,8 +34,8 @@ bool g_stats = false;
 
 namespace {
 
+// A lock's figures; its address is the key of the same index.
 struct LockStat {
-  std::atomic<uintptr_t> lock{0};
   std::atomic<uint64_t> acquisitions{0};
   std::atomic<uint64_t> contended{0};
   std::atomic<uint64_t> wait_ns{0};
@@ -53,6 +53,11 @@ struct alignas(64) KeyGroup {
 };
 KeyGroup* g_keys = nullptr;  // kSlots / kProbes groups; key i -> g_table[i]
 LockStat* g_table = nullptr;
+
+// The lock whose figures are g_table[i] (0: a free slot).
+uintptr_t KeyOf(size_t i) {
+  return g_keys[i / kProbes].key[i % kProbes].load(std::memory_order_acquire);
+}
 
 // Per-thread-ish counters: stripe = registry index modulo kStripes, each
 // stripe on its own cache line.
@@ -103,9 +108,7 @@ LockStat* Find(uintptr_t lock, bool insert) {
       if (keys[i].compare_exchange_strong(cur, lock,
                                           std::memory_order_acq_rel) ||
           cur == lock) {
-        LockStat* s = &g_table[g * kProbes + i];
-        s->lock.store(lock, std::memory_order_relaxed);
-        return s;
+        return &g_table[g * kProbes + i];
       }
     }
   }
@@ -120,14 +123,11 @@ void EnableLockStats() {
   // than the TLB covers (millions of mutexes) otherwise pays a page walk
   // for each of these pages on every acquisition, on top of its own.
   constexpr size_t kHuge = size_t{2} << 20;
-  const size_t keys = kSlots / kProbes * sizeof(KeyGroup);
-  const size_t stripes = kStripes * sizeof(Stripe);
-  const size_t filter = kFilterBits / 8;
-  const size_t bytes = keys + stripes + filter + kSlots * sizeof(LockStat);
-  static_assert(kSlots / kProbes * sizeof(KeyGroup) + kStripes * sizeof(Stripe) +
-                        kFilterBits / 8 + kSlots * sizeof(LockStat) <=
-                    size_t{2} << 20,
-                "one huge page");
+  constexpr size_t keys = kSlots / kProbes * sizeof(KeyGroup);
+  constexpr size_t stripes = kStripes * sizeof(Stripe);
+  constexpr size_t filter = kFilterBits / 8;
+  constexpr size_t bytes = keys + stripes + filter + kSlots * sizeof(LockStat);
+  static_assert(bytes <= kHuge, "one huge page");
   void* p = MapAnonymous(bytes + kHuge, /*reserve=*/false);
   if (p == nullptr) return;
   char* base = reinterpret_cast<char*>(
@@ -186,7 +186,7 @@ std::string StatsReport() {
   LockStat* top[10] = {};
   for (size_t i = 0; i < kSlots; ++i) {
     LockStat* s = &g_table[i];
-    if (s->lock.load() == 0 || s->contended.load() == 0) continue;
+    if (KeyOf(i) == 0 || s->contended.load() == 0) continue;
     for (int k = 0; k < 10; ++k) {
       if (top[k] == nullptr || s->wait_ns.load() > top[k]->wait_ns.load()) {
         std::copy_backward(top + k, top + 9, top + 10);
@@ -208,7 +208,7 @@ std::string StatsReport() {
     DescribeCallSite(reinterpret_cast<const void*>(s->caller.load()), sym,
                      sizeof(sym));
     absl::StrAppendFormat(&out, "  %#-18x %12u %12u %14.3f  %s\n",
-                          s->lock.load(), s->acquisitions.load(),
+                          KeyOf(s - g_table), s->acquisitions.load(),
                           s->contended.load(), s->wait_ns.load() / 1e6, sym);
   }
   out += "  (acquired: counted from the lock's first contended acquisition)\n";
