@@ -18,12 +18,12 @@
 #include "hash/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
 #include "preload/report.h"
+#include "preload/shim.h"
 #include "runtime/fork.h"
 #include "runtime/thread_data.h"
 
 namespace parklot::preload {
 
-bool g_deadlock = false;
 
 namespace {
 
@@ -490,7 +490,7 @@ void EnableDeadlockDetection(const Config& config) {
   g_abort = config.deadlock == DeadlockMode::kAbort;
   static constexpr ForkHandlers kForkStep{ForkPrepare, ForkParent, ForkChild};
   RegisterForkStep(ForkStep::kDeadlockGraph, &kForkStep);
-  g_deadlock = true;
+  g_lock_hooks |= kHookDeadlock;
 }
 
 void DeadlockBeforeLock(const void* lock_ptr, LockMode mode,

@@ -1,7 +1,7 @@
 // PARKLOT_STATS=1: per-lock contention figures and the report at exit (the
 // table's figures, growth failures included: runtime/stats.h).
 //
-// Only enabled runs pay for this: every hook is behind `g_stats`. The table
+// Only enabled runs pay for this: every hook is behind StatsOn(). The table
 // is mmap'ed open addressing (no malloc: the hooks run inside
 // pthread_mutex_lock), keyed by lock address, of the locks that have had a
 // contended acquisition; a full table drops new locks and says how many
@@ -30,7 +30,6 @@
 
 namespace parklot::preload {
 
-bool g_stats = false;
 
 namespace {
 
@@ -137,7 +136,7 @@ void EnableLockStats() {
   g_stripes = reinterpret_cast<Stripe*>(base + keys);
   g_filter = reinterpret_cast<std::atomic<uint64_t>*>(base + keys + stripes);
   g_table = reinterpret_cast<LockStat*>(base + keys + stripes + filter);
-  g_stats = true;
+  g_lock_hooks |= kHookStats;
 }
 
 void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
