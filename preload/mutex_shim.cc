@@ -79,8 +79,11 @@ int GlibcLockWatched(pthread_mutex_t* m, const void* caller) {
   int rc = 0;
   AcquireWatched(m, LockMode::kExclusive, caller, Deadline::Never(),
                  [m, &rc](const Deadline&) {
-                   // CLOCK_REALTIME: glibc's priority-inheritance mutexes
-                   // take no other clock on every kernel.
+                   // The slice passed is kDeadlockCheckAfter from now (the
+                   // user deadline is Never), on CLOCK_MONOTONIC; glibc's
+                   // priority-inheritance mutexes take no clock but
+                   // CLOCK_REALTIME on every kernel, so the same slice is
+                   // measured from absl::Now().
                    const struct timespec ts =
                        absl::ToTimespec(absl::Now() + kDeadlockCheckAfter);
                    rc = RealGlibc().mutex_timedlock(m, &ts);

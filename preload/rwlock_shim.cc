@@ -65,15 +65,17 @@ LockMode ReadMode(const pthread_rwlock_t* rw) {
                                                  : LockMode::kRead;
 }
 
-// Under PARKLOT_DEADLOCK: takes `rw` by `lock(deadline)` (0 or an error) as
-// the lock-order graph and the wait-for check see it: an uncontended try
-// first, then slices of the wait. Returns what `lock` returned.
-template <typename F>
+// Under PARKLOT_DEADLOCK: takes `rw` as the lock-order graph and the
+// wait-for check see it: `try_lock()` first (0, EBUSY or an error), then,
+// if busy, slices of `lock(deadline)` (0 or an error). A try, not a lock
+// with a deadline in the past: that one spins, may claim the writer bit
+// and parks before it times out. Returns what the last call returned.
+template <typename Try, typename F>
 int Watched(pthread_rwlock_t* rw, LockMode mode, const Deadline& d,
-            const void* caller, F lock) {
+            const void* caller, Try try_lock, F lock) {
   DeadlockBeforeLock(rw, mode, caller);
-  int rc = lock(Deadline::Monotonic(absl::InfinitePast()));
-  if (rc == ETIMEDOUT) {
+  int rc = try_lock();
+  if (rc == EBUSY) {
     AcquireWatched(rw, mode, caller, d, [&rc, &lock](const Deadline& slice) {
       rc = lock(slice);
       return rc != ETIMEDOUT;
@@ -87,9 +89,12 @@ int Watched(pthread_rwlock_t* rw, LockMode mode, const Deadline& d,
 int RdLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
   if (DeadlockOn()) {
-    return Watched(rw, ReadMode(rw), d, caller, [rw](const Deadline& dl) {
-      return Core::LockShared(Word(rw), Ema(rw), dl);
-    });
+    return Watched(
+        rw, ReadMode(rw), d, caller,
+        [rw] { return Core::TryLockShared(Word(rw)); },
+        [rw](const Deadline& dl) {
+          return Core::LockShared(Word(rw), Ema(rw), dl);
+        });
   }
   return Core::LockShared(Word(rw), Ema(rw), d);
 }
@@ -97,10 +102,12 @@ int RdLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
 int WrLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
   if (DeadlockOn()) {
-    return Watched(rw, LockMode::kWrite, d, caller,
-                   [rw](const Deadline& dl) {
-                     return Core::Lock(Word(rw), Ema(rw), KindOf(rw), dl);
-                   });
+    return Watched(
+        rw, LockMode::kWrite, d, caller,
+        [rw] { return Core::TryLock(Word(rw)); },
+        [rw](const Deadline& dl) {
+          return Core::Lock(Word(rw), Ema(rw), KindOf(rw), dl);
+        });
   }
   return Core::Lock(Word(rw), Ema(rw), KindOf(rw), d);
 }
@@ -132,7 +139,8 @@ int pthread_rwlock_init(pthread_rwlock_t* rw,
   // glibc validates the attributes, zeroes the lock and records the kind
   // and pshared flag.
   const int rc = __pthread_rwlock_init(rw, attr);
-  if (DeadlockOn() && rc == 0) DeadlockForget(rw);  // a new lock at this address
+  // A new lock at this address.
+  if (DeadlockOn() && rc == 0) DeadlockForget(rw);
   return rc;
 }
 
