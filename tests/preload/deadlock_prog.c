@@ -148,31 +148,23 @@ static NOINLINE void m_l_read(void) {
 static pthread_rwlock_t W = PTHREAD_RWLOCK_INITIALIZER;
 static int g_about_to_lock;
 
-static void* rw_write(void* arg) {
-  (void)arg;
+static void rw_take(int write) {
+  CHECK_RC(write ? pthread_rwlock_wrlock(&W) : pthread_rwlock_rdlock(&W), 0);
+}
+
+static void* rw_waiter(void* write) {
   __atomic_store_n(&g_about_to_lock, 1, __ATOMIC_RELEASE);
-  CHECK_RC(pthread_rwlock_wrlock(&W), 0);
+  rw_take(write != NULL);
   CHECK_RC(pthread_rwlock_unlock(&W), 0);
   return NULL;
 }
 
-static void* rw_read(void* arg) {
-  (void)arg;
-  __atomic_store_n(&g_about_to_lock, 1, __ATOMIC_RELEASE);
-  CHECK_RC(pthread_rwlock_rdlock(&W), 0);
-  CHECK_RC(pthread_rwlock_unlock(&W), 0);
-  return NULL;
-}
-
-/* Main holds W (for writing or reading) while `fn` comes to wait for it. */
-static void rwlock_wait(int main_writes, void* (*fn)(void*)) {
-  if (main_writes) {
-    CHECK_RC(pthread_rwlock_wrlock(&W), 0);
-  } else {
-    CHECK_RC(pthread_rwlock_rdlock(&W), 0);
-  }
+/* Main holds W (for writing or reading) while a thread comes to wait for
+ * it (to write or read). */
+static void rwlock_wait(int main_writes, int thread_writes) {
+  rw_take(main_writes);
   __atomic_store_n(&g_about_to_lock, 0, __ATOMIC_RELAXED);
-  pthread_t t = shim_spawn(fn, NULL);
+  pthread_t t = shim_spawn(rw_waiter, thread_writes ? (void*)1 : NULL);
   while (!__atomic_load_n(&g_about_to_lock, __ATOMIC_ACQUIRE)) {
     shim_sleep_us(100);
   }
@@ -250,14 +242,14 @@ int main(int argc, char** argv) {
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
   } else if (strcmp(what, "rwlock_waits") == 0) {
-    rwlock_wait(1, rw_write);
-    rwlock_wait(1, rw_read);
+    rwlock_wait(1, 1);
+    rwlock_wait(1, 0);
     pthread_rwlockattr_t attr;
     pthread_rwlockattr_init(&attr);
     pthread_rwlockattr_setkind_np(
         &attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     CHECK_RC(pthread_rwlock_init(&W, &attr), 0);
-    rwlock_wait(0, rw_write);
+    rwlock_wait(0, 1);
   } else {
     FATAL("unknown scenario '%s'", what);
   }
