@@ -27,6 +27,8 @@
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "hash/anon_mmap.h"
+#include "hash/fibonacci_hash.h"
 
 namespace parklot {
 
@@ -128,9 +130,8 @@ size_t RoundUpPow2(size_t n) {
 }
 
 bool CanMapNow(size_t bytes) {
-  void* probe = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (probe == MAP_FAILED) return false;
+  void* probe = MapAnonymous(bytes, /*reserve=*/true);
+  if (probe == nullptr) return false;
   munmap(probe, bytes);
   return true;
 }
@@ -166,9 +167,8 @@ BucketTable::Table* BucketTable::AllocateTable(size_t buckets) {
   }
   // buckets <= kMaxTableBuckets: the size cannot overflow.
   const size_t bytes = sizeof(Table) + buckets * sizeof(Bucket);
-  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return nullptr;
+  void* mem = MapAnonymous(bytes, /*reserve=*/true);
+  if (mem == nullptr) return nullptr;
   // Zero-filled pages are empty, unlocked buckets.
   return InitHeader(mem, buckets);
 }
@@ -184,10 +184,8 @@ void BucketTable::FreeTable(Table* table) {
 }
 
 size_t BucketTable::IndexOf(const Table* table, uintptr_t key) {
-  // Fibonacci hashing (Knuth): the high bits of key * 2^64/phi. Masking the
-  // shift keeps a one-bucket table (shift 64) well-defined: index 0.
-  const uint64_t h = static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull;
-  return (h >> (table->shift & 63)) & (table->size - 1);
+  // A one-bucket table (shift 64) takes 0 bits: index 0.
+  return FibonacciHash(key, 64 - table->shift);
 }
 
 BucketTable::BucketTable(const TableOptions& options) : options_(options) {

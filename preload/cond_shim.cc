@@ -3,6 +3,7 @@
 #include <threads.h>
 #include <unistd.h>
 
+#include "hash/fibonacci_hash.h"
 #include "preload/deadlock.h"
 #include "preload/shim.h"
 #include "sync/condvar.h"
@@ -69,7 +70,7 @@ class WaitingMutex {
     entered_ = true;
     // The wait releases the mutex (unless KeepsLock): off the held list
     // until the destructor re-takes it (deadlock.h).
-    if (g_deadlock && !KeepsLock()) site_ = DeadlockReleased(m_);
+    if (DeadlockOn() && !KeepsLock()) site_ = DeadlockReleased(m_);
     return 0;
   }
 
@@ -88,7 +89,7 @@ class WaitingMutex {
   ~WaitingMutex() {
     if (!entered_) return;
     if (relock_) MutexCore::Lock(MutexWord(m_), MutexEma(m_));
-    if (g_deadlock && !KeepsLock()) {
+    if (DeadlockOn() && !KeepsLock()) {
       DeadlockBeforeLock(m_, LockMode::kExclusive, site_);
       DeadlockAcquired(m_, LockMode::kExclusive, site_);
     }
@@ -118,7 +119,7 @@ int Wait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime,
     if (const int rc = GlibcUnlockError(m); rc != 0) return rc;
     // A cancellation point (POSIX): act on a pending cancel before waiting.
     pthread_testcancel();
-    if (g_stats) CountOp(Op::kCondWait);
+    if (StatsOn()) CountOp(Op::kCondWait);
     CancellationPoint cancellation_point;
     // A robust or process-shared mutex with a private condvar: no requeue
     // onto a lock parklot does not run; glibc's own unlock and lock restore
@@ -141,7 +142,7 @@ int Wait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime,
   WaitingMutex waiting(m);
   if (const int rc = waiting.Enter(); rc != 0) return rc;
   pthread_testcancel();
-  if (g_stats) CountOp(Op::kCondWait);
+  if (StatsOn()) CountOp(Op::kCondWait);
   CancellationPoint cancellation_point;
   // A recursive mutex held more than once: nothing to release or re-take.
   const bool ok = waiting.KeepsLock()
@@ -169,10 +170,9 @@ pthread_mutex_t g_stand_ins[kStandIns];  // zero-filled: normal, unlocked
 std::atomic<bool> g_stand_ins_used{false};
 
 pthread_mutex_t* StandInFor(const pthread_cond_t* c) {
-  return &g_stand_ins[(reinterpret_cast<uintptr_t>(c) *
-                       0x9E3779B97F4A7C15ull) >> 58];
+  static_assert(kStandIns == 64, "StandInFor takes 6 bits");
+  return &g_stand_ins[FibonacciHash(reinterpret_cast<uintptr_t>(c), 6)];
 }
-static_assert(kStandIns == 64, "StandInFor takes 6 bits");
 
 enum class WaitHow { kUntimed, kCondClock, kGivenClock };
 
@@ -286,14 +286,14 @@ int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m,
 
 int pthread_cond_signal(pthread_cond_t* c) {
   if (CondIsGlibcOwned(c)) return GlibcNotify(c, RealGlibc().cond_signal);
-  if (g_stats) CountOp(Op::kCondSignal);
+  if (StatsOn()) CountOp(Op::kCondSignal);
   CondVarCore::NotifyOne(CondWord(c));
   return 0;
 }
 
 int pthread_cond_broadcast(pthread_cond_t* c) {
   if (CondIsGlibcOwned(c)) return GlibcNotify(c, RealGlibc().cond_broadcast);
-  if (g_stats) CountOp(Op::kCondBroadcast);
+  if (StatsOn()) CountOp(Op::kCondBroadcast);
   CondVarCore::NotifyAll(CondWord(c));
   return 0;
 }

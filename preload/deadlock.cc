@@ -4,7 +4,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,13 +15,15 @@
 #include "absl/debugging/stacktrace.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/internal/graphcycles.h"
+#include "hash/anon_mmap.h"
+#include "hash/fibonacci_hash.h"
 #include "preload/report.h"
+#include "preload/shim.h"
 #include "runtime/fork.h"
 #include "runtime/thread_data.h"
 
 namespace parklot::preload {
 
-bool g_deadlock = false;
 
 namespace {
 
@@ -126,9 +127,7 @@ std::atomic<uint64_t> g_epoch{0};
 constexpr size_t kKnownBits = 1 << 16;
 std::atomic<uint64_t> g_known[kKnownBits / 64];
 
-size_t KnownBit(uintptr_t lock) {
-  return (lock * 0x9E3779B97F4A7C15ull) >> (64 - 16);
-}
+size_t KnownBit(uintptr_t lock) { return FibonacciHash(lock, 16); }
 
 constexpr int kStack = 8;
 // What made an edge: where and by whom each end was taken, and the stack of
@@ -149,8 +148,7 @@ constexpr size_t kEdgeProbes = 16;
 EdgeInfo* g_edges = nullptr;  // guarded by g_graph_mu
 
 size_t EdgeHash(uint64_t from, uint64_t to) {
-  return ((from * 0x9E3779B97F4A7C15ull) ^ (to * 0xC2B2AE3D27D4EB4Full)) >>
-         (64 - 15);
+  return (FibonacciMix(from) ^ (to * 0xC2B2AE3D27D4EB4Full)) >> (64 - 15);
 }
 
 // The edge's record, or nullptr.
@@ -363,7 +361,7 @@ constexpr size_t kKnownProbes = 4;
 std::atomic<uint64_t>* g_known_edges = nullptr;
 
 uint64_t Fingerprint(uintptr_t from, uintptr_t to, uint64_t epoch) {
-  uint64_t h = from * 0x9E3779B97F4A7C15ull;
+  uint64_t h = FibonacciMix(from);
   h = (h ^ (h >> 29) ^ to) * 0xBF58476D1CE4E5B9ull;
   h = (h ^ (h >> 31) ^ epoch) * 0x94D049BB133111EBull;
   h ^= h >> 32;
@@ -469,18 +467,15 @@ void ForkChild() {
   }
 }
 
-void* MapZeroed(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-}
-
 }  // namespace
 
 void EnableDeadlockDetection(const Config& config) {
-  void* records = MapZeroed(sizeof(ThreadRecord) * kRecords);
-  void* edges = MapZeroed(sizeof(EdgeInfo) * kEdges);
-  void* known = MapZeroed(sizeof(std::atomic<uint64_t>) * kKnownEdges);
+  // Mostly untouched: no commit charge for the whole size.
+  constexpr bool kReserve = false;
+  void* records = MapAnonymous(sizeof(ThreadRecord) * kRecords, kReserve);
+  void* edges = MapAnonymous(sizeof(EdgeInfo) * kEdges, kReserve);
+  void* known =
+      MapAnonymous(sizeof(std::atomic<uint64_t>) * kKnownEdges, kReserve);
   if (records == nullptr || edges == nullptr || known == nullptr) {
     static const char kMsg[] =
         "parklot: no memory for PARKLOT_DEADLOCK's tables; detection off\n";
@@ -495,7 +490,7 @@ void EnableDeadlockDetection(const Config& config) {
   g_abort = config.deadlock == DeadlockMode::kAbort;
   static constexpr ForkHandlers kForkStep{ForkPrepare, ForkParent, ForkChild};
   RegisterForkStep(ForkStep::kDeadlockGraph, &kForkStep);
-  g_deadlock = true;
+  g_lock_hooks |= kHookDeadlock;
 }
 
 void DeadlockBeforeLock(const void* lock_ptr, LockMode mode,
@@ -637,8 +632,7 @@ void DeadlockCheckWait() {
   }
   uint64_t key = 0;
   for (int i = 0; i < n; ++i) {
-    key += chain[i]->waiting_on.load(std::memory_order_relaxed) *
-           0x9E3779B97F4A7C15ull;
+    key += FibonacciMix(chain[i]->waiting_on.load(std::memory_order_relaxed));
   }
   {
     SpinLockHolder h(&g_report_mu);

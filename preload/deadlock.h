@@ -41,10 +41,6 @@
 
 namespace parklot::preload {
 
-// Whether detection is on (PARKLOT_DEADLOCK=report|abort). Set once by the
-// shim's constructor, before the program runs.
-extern bool g_deadlock;
-
 // How a lock is held or wanted.
 enum class LockMode : uint8_t {
   kExclusive,   // a mutex
@@ -57,7 +53,8 @@ enum class LockMode : uint8_t {
 // How long a thread waits for a lock before it checks for a deadlock.
 inline constexpr absl::Duration kDeadlockCheckAfter = absl::Seconds(1);
 
-// Turns detection on (mmaps its tables; registers fork handlers). Call once
+// Turns detection on (mmaps its tables; registers fork handlers; sets
+// kHookDeadlock in g_lock_hooks, shim.h: DeadlockOn()). Call once
 // from the shim's constructor. Not thread-safe. If the tables cannot be
 // mapped it says so on the report sink (PARKLOT_REPORT, else stderr) and
 // detection stays off.

@@ -14,6 +14,8 @@
 
 namespace parklot::preload {
 
+uint8_t g_lock_hooks = 0;
+
 void EnableLockStats();
 void PrintStatsReport();
 
@@ -52,7 +54,7 @@ extern "C" {
 // parent's output is what the program checks). exit() reaches the kernel
 // without this symbol.
 __attribute__((visibility("default"), noreturn)) void _exit(int status) {
-  if (parklot::preload::g_stats &&
+  if (parklot::preload::StatsOn() &&
       parklot::preload::ReportsAtUnderscoreExit(parklot::preload::Sink::kStats)) {
     parklot::preload::PrintStatsReport();
   }

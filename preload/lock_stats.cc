@@ -1,7 +1,7 @@
 // PARKLOT_STATS=1: per-lock contention figures and the report at exit (the
 // table's figures, growth failures included: runtime/stats.h).
 //
-// Only enabled runs pay for this: every hook is behind `g_stats`. The table
+// Only enabled runs pay for this: every hook is behind StatsOn(). The table
 // is mmap'ed open addressing (no malloc: the hooks run inside
 // pthread_mutex_lock), keyed by lock address, of the locks that have had a
 // contended acquisition; a full table drops new locks and says how many
@@ -19,6 +19,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "hash/anon_mmap.h"
+#include "hash/fibonacci_hash.h"
 #include "preload/futex_ops.h"
 #include "preload/report.h"
 #include "preload/shim.h"
@@ -28,12 +30,11 @@
 
 namespace parklot::preload {
 
-bool g_stats = false;
 
 namespace {
 
+// A lock's figures; its address is the key of the same index.
 struct LockStat {
-  std::atomic<uintptr_t> lock{0};
   std::atomic<uint64_t> acquisitions{0};
   std::atomic<uint64_t> contended{0};
   std::atomic<uint64_t> wait_ns{0};
@@ -51,6 +52,11 @@ struct alignas(64) KeyGroup {
 };
 KeyGroup* g_keys = nullptr;  // kSlots / kProbes groups; key i -> g_table[i]
 LockStat* g_table = nullptr;
+
+// The lock whose figures are g_table[i] (0: a free slot).
+uintptr_t KeyOf(size_t i) {
+  return g_keys[i / kProbes].key[i % kProbes].load(std::memory_order_acquire);
+}
 
 // Per-thread-ish counters: stripe = registry index modulo kStripes, each
 // stripe on its own cache line.
@@ -91,8 +97,8 @@ uint64_t Sum(int counter) {
 
 // The lock's statistics; a new entry if `insert` and there is room.
 LockStat* Find(uintptr_t lock, bool insert) {
-  const size_t g = (lock * 0x9E3779B97F4A7C15ull) >> 53;  // 11 bits
   static_assert(kSlots / kProbes == 1 << 11, "Find takes 11 bits");
+  const size_t g = FibonacciHash(lock, 11);
   std::atomic<uintptr_t>* keys = g_keys[g].key;
   for (size_t i = 0; i < kProbes; ++i) {
     uintptr_t cur = keys[i].load(std::memory_order_acquire);
@@ -101,9 +107,7 @@ LockStat* Find(uintptr_t lock, bool insert) {
       if (keys[i].compare_exchange_strong(cur, lock,
                                           std::memory_order_acq_rel) ||
           cur == lock) {
-        LockStat* s = &g_table[g * kProbes + i];
-        s->lock.store(lock, std::memory_order_relaxed);
-        return s;
+        return &g_table[g * kProbes + i];
       }
     }
   }
@@ -118,17 +122,13 @@ void EnableLockStats() {
   // than the TLB covers (millions of mutexes) otherwise pays a page walk
   // for each of these pages on every acquisition, on top of its own.
   constexpr size_t kHuge = size_t{2} << 20;
-  const size_t keys = kSlots / kProbes * sizeof(KeyGroup);
-  const size_t stripes = kStripes * sizeof(Stripe);
-  const size_t filter = kFilterBits / 8;
-  const size_t bytes = keys + stripes + filter + kSlots * sizeof(LockStat);
-  static_assert(kSlots / kProbes * sizeof(KeyGroup) + kStripes * sizeof(Stripe) +
-                        kFilterBits / 8 + kSlots * sizeof(LockStat) <=
-                    size_t{2} << 20,
-                "one huge page");
-  void* p = mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return;
+  constexpr size_t keys = kSlots / kProbes * sizeof(KeyGroup);
+  constexpr size_t stripes = kStripes * sizeof(Stripe);
+  constexpr size_t filter = kFilterBits / 8;
+  constexpr size_t bytes = keys + stripes + filter + kSlots * sizeof(LockStat);
+  static_assert(bytes <= kHuge, "one huge page");
+  void* p = MapAnonymous(bytes + kHuge, /*reserve=*/false);
+  if (p == nullptr) return;
   char* base = reinterpret_cast<char*>(
       (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1));
   madvise(base, kHuge, MADV_HUGEPAGE);  // advice: fine if refused
@@ -136,7 +136,7 @@ void EnableLockStats() {
   g_stripes = reinterpret_cast<Stripe*>(base + keys);
   g_filter = reinterpret_cast<std::atomic<uint64_t>*>(base + keys + stripes);
   g_table = reinterpret_cast<LockStat*>(base + keys + stripes + filter);
-  g_stats = true;
+  g_lock_hooks |= kHookStats;
 }
 
 void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
@@ -185,7 +185,7 @@ std::string StatsReport() {
   LockStat* top[10] = {};
   for (size_t i = 0; i < kSlots; ++i) {
     LockStat* s = &g_table[i];
-    if (s->lock.load() == 0 || s->contended.load() == 0) continue;
+    if (KeyOf(i) == 0 || s->contended.load() == 0) continue;
     for (int k = 0; k < 10; ++k) {
       if (top[k] == nullptr || s->wait_ns.load() > top[k]->wait_ns.load()) {
         std::copy_backward(top + k, top + 9, top + 10);
@@ -207,7 +207,7 @@ std::string StatsReport() {
     DescribeCallSite(reinterpret_cast<const void*>(s->caller.load()), sym,
                      sizeof(sym));
     absl::StrAppendFormat(&out, "  %#-18x %12u %12u %14.3f  %s\n",
-                          s->lock.load(), s->acquisitions.load(),
+                          KeyOf(s - g_table), s->acquisitions.load(),
                           s->contended.load(), s->wait_ns.load() / 1e6, sym);
   }
   out += "  (acquired: counted from the lock's first contended acquisition)\n";

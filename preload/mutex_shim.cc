@@ -33,11 +33,11 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
       return 0;
     }
   }
-  if (g_deadlock) DeadlockBeforeLock(m, LockMode::kExclusive, caller);
+  if (DeadlockOn()) DeadlockBeforeLock(m, LockMode::kExclusive, caller);
   if (MutexCore::LockFast(word)) {
     if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
-    if (g_stats) RecordAcquire(m, false, 0, caller);
-    if (g_deadlock) DeadlockAcquired(m, LockMode::kExclusive, caller);
+    if (StatsOn()) RecordAcquire(m, false, 0, caller);
+    if (DeadlockOn()) DeadlockAcquired(m, LockMode::kExclusive, caller);
     return 0;
   }
   Deadline deadline = Deadline::Never();
@@ -45,9 +45,9 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
     if (!ValidTimespec(abstime)) return EINVAL;
     deadline = Deadline::FromTimespec(*abstime, clock);
   }
-  const int64_t t0 = g_stats ? MonotonicNanos() : 0;
+  const int64_t t0 = StatsOn() ? MonotonicNanos() : 0;
   const bool ok =
-      g_deadlock
+      DeadlockOn()
           ? AcquireWatched(m, LockMode::kExclusive, caller, deadline,
                            [m, word](const Deadline& d) {
                              return MutexCore::LockSlow(word, MutexEma(m), d);
@@ -55,8 +55,8 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
           : MutexCore::LockSlow(word, MutexEma(m), deadline);
   if (!ok) return ETIMEDOUT;
   if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
-  if (g_stats) RecordAcquire(m, true, MonotonicNanos() - t0, caller);
-  if (g_deadlock) DeadlockAcquired(m, LockMode::kExclusive, caller);
+  if (StatsOn()) RecordAcquire(m, true, MonotonicNanos() - t0, caller);
+  if (DeadlockOn()) DeadlockAcquired(m, LockMode::kExclusive, caller);
   return 0;
 }
 
@@ -64,7 +64,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
 // `rc`: under PARKLOT_DEADLOCK, lists it as held unless it was a recursive
 // re-lock. Returns `rc`.
 int GlibcAcquired(pthread_mutex_t* m, int rc, const void* caller) {
-  if (g_deadlock && (rc == 0 || rc == EOWNERDEAD) && m->__data.__count <= 1) {
+  if (DeadlockOn() && (rc == 0 || rc == EOWNERDEAD) && m->__data.__count <= 1) {
     DeadlockAcquired(m, LockMode::kExclusive, caller);
   }
   return rc;
@@ -79,8 +79,11 @@ int GlibcLockWatched(pthread_mutex_t* m, const void* caller) {
   int rc = 0;
   AcquireWatched(m, LockMode::kExclusive, caller, Deadline::Never(),
                  [m, &rc](const Deadline&) {
-                   // CLOCK_REALTIME: glibc's priority-inheritance mutexes
-                   // take no other clock on every kernel.
+                   // The slice passed is kDeadlockCheckAfter from now (the
+                   // user deadline is Never), on CLOCK_MONOTONIC; glibc's
+                   // priority-inheritance mutexes take no clock but
+                   // CLOCK_REALTIME on every kernel, so the same slice is
+                   // measured from absl::Now().
                    const struct timespec ts =
                        absl::ToTimespec(absl::Now() + kDeadlockCheckAfter);
                    rc = RealGlibc().mutex_timedlock(m, &ts);
@@ -107,25 +110,25 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
   if (__builtin_expect(IsPlainKind(kind), 1)) {
     // Normal and adaptive: as glibc, no owner check (a foreign unlock
     // releases the lock).
-    if (__builtin_expect(g_deadlock, 0)) DeadlockReleased(m);
+    if (__builtin_expect(DeadlockOn(), 0)) DeadlockReleased(m);
     MutexCore::Unlock(word);
     return 0;
   }
   if (MutexIsGlibcOwned(m)) {
     // A recursive one held more than once stays held.
-    if (g_deadlock && m->__data.__count <= 1) DeadlockReleased(m);
+    if (DeadlockOn() && m->__data.__count <= 1) DeadlockReleased(m);
     return __pthread_mutex_unlock(m);
   }
   const int type = ShimMutexType(kind);
   if (type < 0) return EINVAL;
   if (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) {
-    if (g_deadlock) DeadlockReleased(m);
+    if (DeadlockOn()) DeadlockReleased(m);
     MutexCore::Unlock(word);  // with unused kind bits set: still no check
     return 0;
   }
   if (!MutexCore::HeldByCurrentThread(word)) return EPERM;
   if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
-  if (g_deadlock) DeadlockReleased(m);
+  if (DeadlockOn()) DeadlockReleased(m);
   MutexCore::Unlock(word);
   return 0;
 }
@@ -141,14 +144,14 @@ int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* attr) {
   // glibc validates the attributes and encodes them in __kind; its
   // zero-filled lock word is an unlocked MutexCore word.
   const int rc = __pthread_mutex_init(m, attr);
-  if (g_deadlock && rc == 0) DeadlockForget(m);  // a new lock at this address
+  if (DeadlockOn() && rc == 0) DeadlockForget(m);  // a new lock at this address
   return rc;
 }
 
 int pthread_mutex_destroy(pthread_mutex_t* m) {
   if (MutexIsGlibcOwned(m)) {
     const int rc = __pthread_mutex_destroy(m);
-    if (g_deadlock && rc == 0) DeadlockForget(m);
+    if (DeadlockOn() && rc == 0) DeadlockForget(m);
     return rc;
   }
   // As glibc, whose __nusers counts the holder and the threads inside a
@@ -160,7 +163,7 @@ int pthread_mutex_destroy(pthread_mutex_t* m) {
   }
   // As glibc: a destroyed mutex reports EINVAL until re-initialized.
   m->__data.__kind = kKindDestroyed;
-  if (g_deadlock) DeadlockForget(m);
+  if (DeadlockOn()) DeadlockForget(m);
   return 0;
 }
 
@@ -168,12 +171,12 @@ int pthread_mutex_lock(pthread_mutex_t* m) {
   const int kind = m->__data.__kind;
   if (__builtin_expect(IsPlainKind(kind), 1)) {
     // Normal and adaptive kinds: adaptive spinning is parklot's default.
-    if (__builtin_expect(!(g_stats | g_deadlock), 1)) {
+    if (__builtin_expect(g_lock_hooks == 0, 1)) {
       MutexCore::Lock(MutexWord(m), MutexEma(m));
       return 0;
     }
   } else if (kind != kKindDestroyed && (kind & kKindGlibcOwned)) {
-    if (g_deadlock) return GlibcLockWatched(m, __builtin_return_address(0));
+    if (DeadlockOn()) return GlibcLockWatched(m, __builtin_return_address(0));
     return __pthread_mutex_lock(m);
   }
   return LockSlow(m, nullptr, CLOCK_REALTIME, false,
@@ -196,8 +199,8 @@ int pthread_mutex_trylock(pthread_mutex_t* m) {
   // glibc's errorcheck trylock on a mutex the caller holds is EBUSY too.
   if (!MutexCore::TryLock(word)) return EBUSY;
   if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
-  if (g_stats) RecordAcquire(m, false, 0, __builtin_return_address(0));
-  if (g_deadlock) {
+  if (StatsOn()) RecordAcquire(m, false, 0, __builtin_return_address(0));
+  if (DeadlockOn()) {
     DeadlockAcquired(m, LockMode::kExclusive, __builtin_return_address(0));
   }
   return 0;

@@ -65,15 +65,17 @@ LockMode ReadMode(const pthread_rwlock_t* rw) {
                                                  : LockMode::kRead;
 }
 
-// Under PARKLOT_DEADLOCK: takes `rw` by `lock(deadline)` (0 or an error) as
-// the lock-order graph and the wait-for check see it: an uncontended try
-// first, then slices of the wait. Returns what `lock` returned.
-template <typename F>
+// Under PARKLOT_DEADLOCK: takes `rw` as the lock-order graph and the
+// wait-for check see it: `try_lock()` first (0, EBUSY or an error), then,
+// if busy, slices of `lock(deadline)` (0 or an error). A try, not a lock
+// with a deadline in the past: that one spins, may claim the writer bit
+// and parks before it times out. Returns what the last call returned.
+template <typename Try, typename F>
 int Watched(pthread_rwlock_t* rw, LockMode mode, const Deadline& d,
-            const void* caller, F lock) {
+            const void* caller, Try try_lock, F lock) {
   DeadlockBeforeLock(rw, mode, caller);
-  int rc = lock(Deadline::Monotonic(absl::InfinitePast()));
-  if (rc == ETIMEDOUT) {
+  int rc = try_lock();
+  if (rc == EBUSY) {
     AcquireWatched(rw, mode, caller, d, [&rc, &lock](const Deadline& slice) {
       rc = lock(slice);
       return rc != ETIMEDOUT;
@@ -86,21 +88,26 @@ int Watched(pthread_rwlock_t* rw, LockMode mode, const Deadline& d,
 // EDEADLK, as glibc, when the caller already holds the lock for writing.
 int RdLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
-  if (g_deadlock) {
-    return Watched(rw, ReadMode(rw), d, caller, [rw](const Deadline& dl) {
-      return Core::LockShared(Word(rw), Ema(rw), dl);
-    });
+  if (DeadlockOn()) {
+    return Watched(
+        rw, ReadMode(rw), d, caller,
+        [rw] { return Core::TryLockShared(Word(rw)); },
+        [rw](const Deadline& dl) {
+          return Core::LockShared(Word(rw), Ema(rw), dl);
+        });
   }
   return Core::LockShared(Word(rw), Ema(rw), d);
 }
 
 int WrLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
-  if (g_deadlock) {
-    return Watched(rw, LockMode::kWrite, d, caller,
-                   [rw](const Deadline& dl) {
-                     return Core::Lock(Word(rw), Ema(rw), KindOf(rw), dl);
-                   });
+  if (DeadlockOn()) {
+    return Watched(
+        rw, LockMode::kWrite, d, caller,
+        [rw] { return Core::TryLock(Word(rw)); },
+        [rw](const Deadline& dl) {
+          return Core::Lock(Word(rw), Ema(rw), KindOf(rw), dl);
+        });
   }
   return Core::Lock(Word(rw), Ema(rw), KindOf(rw), d);
 }
@@ -132,7 +139,8 @@ int pthread_rwlock_init(pthread_rwlock_t* rw,
   // glibc validates the attributes, zeroes the lock and records the kind
   // and pshared flag.
   const int rc = __pthread_rwlock_init(rw, attr);
-  if (g_deadlock && rc == 0) DeadlockForget(rw);  // a new lock at this address
+  // A new lock at this address.
+  if (DeadlockOn() && rc == 0) DeadlockForget(rw);
   return rc;
 }
 
@@ -140,7 +148,7 @@ int pthread_rwlock_destroy(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_destroy(rw);
   // glibc 2.36's destroy does nothing and returns 0, also for a held lock
   // or one with waiters (POSIX allows EBUSY there; programs check for 0).
-  if (g_deadlock) DeadlockForget(rw);
+  if (DeadlockOn()) DeadlockForget(rw);
   return 0;
 }
 
@@ -164,7 +172,7 @@ int pthread_rwlock_clockrdlock(pthread_rwlock_t* rw, clockid_t clock,
 int pthread_rwlock_tryrdlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_tryrdlock(rw);
   const int rc = Core::TryLockShared(Word(rw));
-  if (g_deadlock && rc == 0) {
+  if (DeadlockOn() && rc == 0) {
     DeadlockAcquired(rw, ReadMode(rw), __builtin_return_address(0));
   }
   return rc;
@@ -190,7 +198,7 @@ int pthread_rwlock_clockwrlock(pthread_rwlock_t* rw, clockid_t clock,
 int pthread_rwlock_trywrlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_trywrlock(rw);
   const int rc = Core::TryLock(Word(rw));
-  if (g_deadlock && rc == 0) {
+  if (DeadlockOn() && rc == 0) {
     DeadlockAcquired(rw, LockMode::kWrite, __builtin_return_address(0));
   }
   return rc;
@@ -200,7 +208,7 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_unlock(rw);
   std::atomic<uint64_t>* word = Word(rw);
   if (Core::HeldExclusivelyByCurrentThread(word)) {
-    if (g_deadlock) DeadlockReleased(rw);
+    if (DeadlockOn()) DeadlockReleased(rw);
     Core::Unlock(word);
     return 0;
   }
@@ -209,7 +217,7 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
   // by another thread) is EPERM, which POSIX allows; glibc 2.36 returns 0
   // and corrupts its reader count (README, differences from glibc).
   if (Core::ReaderCount(word) == 0) return EPERM;
-  if (g_deadlock) DeadlockReleased(rw);
+  if (DeadlockOn()) DeadlockReleased(rw);
   Core::UnlockShared(word);
   return 0;
 }

@@ -156,8 +156,16 @@ inline bool ValidClock(clockid_t clock) {
 // (cond_shim.cc), which only threads now gone could hold.
 void ResetStandInsInChild();
 
-// Statistics (PARKLOT_STATS=1): whether they are on, and the hooks.
-extern bool g_stats;
+// The optional hooks of the lock paths, a bit each in one byte, so that
+// the mutex lock and unlock fast paths test them all with one load. Set
+// once by the shim's constructor, before the program runs; never cleared.
+inline constexpr uint8_t kHookStats = 1;     // PARKLOT_STATS (lock_stats.cc)
+inline constexpr uint8_t kHookDeadlock = 2;  // PARKLOT_DEADLOCK (deadlock.h)
+extern uint8_t g_lock_hooks;
+inline bool StatsOn() { return (g_lock_hooks & kHookStats) != 0; }
+inline bool DeadlockOn() { return (g_lock_hooks & kHookDeadlock) != 0; }
+
+// Statistics (PARKLOT_STATS=1): the hooks.
 void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
                    const void* caller);
 enum class Op { kMutexLock, kCondWait, kCondSignal, kCondBroadcast, kCount };

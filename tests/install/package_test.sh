@@ -45,7 +45,15 @@ for elf in usr/bin/parklot usr/lib/libparklot.so.0 usr/lib/libparklot_preload.so
     if [ -z "$pkg" ]; then fail "$elf: $lib ($path) belongs to no package"
     elif ! grep -qxF "$pkg" <<<"$declared"; then fail "$elf needs $lib from $pkg, not in Depends"; fi
   done < <(LD_LIBRARY_PATH="$work/x/usr/lib" ldd "$work/x/$elf" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }')
+  # And it needs only libraries it uses (dpkg-shlibdeps warns of the rest).
+  unused=$(LD_LIBRARY_PATH="$work/x/usr/lib" ldd -u "$work/x/$elf" | sed -n 's/^\t//p' | tr '\n' ' ')
+  [ -z "$unused" ] || fail "$elf links libraries it does not use: $unused"
 done
+# The shim reads liburcu-bp's TLS with the initial-exec model: it must be a
+# DT_NEEDED, loaded at start-up.
+readelf -d "$work/x/usr/lib/libparklot_preload.so" | grep -q 'NEEDED.*\[liburcu-bp\.so' &&
+  pass "liburcu-bp is a DT_NEEDED of the shim" ||
+  fail "liburcu-bp is not a DT_NEEDED of the shim"
 grep -q libabsl <<<"$depends" && grep -q liburcu <<<"$depends" && pass "Abseil and liburcu declared" ||
   fail "Abseil or liburcu missing from Depends"
 

@@ -17,7 +17,13 @@
  *               deadlock: a reader-preferring rwlock's reader waits for
  *               writers only)
  *   read_bad    rwlock L write-held then M; M then L read-wanted
- *   deadlock    A then B and B then A at once */
+ *   deadlock    A then B and B then A at once
+ *   rwlock_waits  a thread waits for an rwlock main holds (write lock
+ *               behind a writer, read lock behind a writer, write lock of
+ *               a writer-preferring rwlock behind a reader), each released
+ *               20 ms after the thread says it is about to lock: waits
+ *               that end well within a deadlock-check slice, so with
+ *               PARKLOT_STATS none of the lot's parks may time out */
 #include "shim_test_util.h"
 
 static pthread_mutex_t A = PTHREAD_MUTEX_INITIALIZER;
@@ -138,6 +144,35 @@ static NOINLINE void m_l_read(void) {
   pthread_mutex_unlock(&M);
 }
 
+/* rwlock_waits: what the waiting thread does to W. */
+static pthread_rwlock_t W = PTHREAD_RWLOCK_INITIALIZER;
+static int g_about_to_lock;
+
+static void rw_take(int write) {
+  CHECK_RC(write ? pthread_rwlock_wrlock(&W) : pthread_rwlock_rdlock(&W), 0);
+}
+
+static void* rw_waiter(void* write) {
+  __atomic_store_n(&g_about_to_lock, 1, __ATOMIC_RELEASE);
+  rw_take(write != NULL);
+  CHECK_RC(pthread_rwlock_unlock(&W), 0);
+  return NULL;
+}
+
+/* Main holds W (for writing or reading) while a thread comes to wait for
+ * it (to write or read). */
+static void rwlock_wait(int main_writes, int thread_writes) {
+  rw_take(main_writes);
+  __atomic_store_n(&g_about_to_lock, 0, __ATOMIC_RELAXED);
+  pthread_t t = shim_spawn(rw_waiter, thread_writes ? (void*)1 : NULL);
+  while (!__atomic_load_n(&g_about_to_lock, __ATOMIC_ACQUIRE)) {
+    shim_sleep_us(100);
+  }
+  shim_sleep_ms(20);
+  CHECK_RC(pthread_rwlock_unlock(&W), 0);
+  pthread_join(t, NULL);
+}
+
 static int g_arrived;
 
 static void* deadlock_thread(void* arg) {
@@ -206,6 +241,15 @@ int main(int argc, char** argv) {
     pthread_t t2 = shim_spawn(deadlock_thread, NULL);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);
+  } else if (strcmp(what, "rwlock_waits") == 0) {
+    rwlock_wait(1, 1);
+    rwlock_wait(1, 0);
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(
+        &attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    CHECK_RC(pthread_rwlock_init(&W, &attr), 0);
+    rwlock_wait(0, 1);
   } else {
     FATAL("unknown scenario '%s'", what);
   }

@@ -65,6 +65,20 @@ expect trylock 0
 expect reuse 0
 expect read_ok 0
 
+# Contended rwlock waits under detection: the first attempt must not park
+# (it did, with a deadline in the past: a timed-out park a wait), and waits
+# that end within the check slice time out nowhere.
+if run 60 rwlock_waits PARKLOT_DEADLOCK=report PARKLOT_STATS=1; then
+  parks=$(grep -m1 '^parks: ' "$work/err")
+  if grep -q '^parks: [1-9][0-9]* (timed out 0,' <<<"$parks"; then
+    echo "ok: rwlock_waits: $parks"
+  else
+    fail "rwlock_waits: want parks and none timed out: '$parks'"; cat "$work/err"
+  fi
+else
+  fail "rwlock_waits: exit status $?"; cat "$work/err"
+fi
+
 # The actual deadlock. Report mode: the report comes (the threads check
 # after a second of waiting) and the program stays stuck.
 run 10 deadlock PARKLOT_DEADLOCK=report

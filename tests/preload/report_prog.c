@@ -1,6 +1,7 @@
 /* A program whose lock statistics have a known first contended caller
  * (contend(), waiting on a mutex main holds) and that forks two children:
- * one leaves by _exit(), one by exit(). It prints one line to stdout and
+ * one leaves by _exit(), one by exit(). It prints one line to stdout (with
+ * the mutex's address, which the report's lock column must show) and
  * nothing to stderr itself: report_sink_test.sh checks where PARKLOT_STATS
  * sends the reports, and that the program's own output is unchanged. */
 #include <sys/wait.h>
@@ -52,6 +53,6 @@ int main(void) {
   }
   child(1);
   child(0);
-  printf("report_prog done\n");
+  printf("report_prog done, mutex at %p\n", (void*)&g_mu);
   return shim_test_finish();
 }

@@ -8,7 +8,8 @@
 #                           _exit() child's included
 #   PARKLOT_STATS=DIR/s     nothing on stderr; one file, no _exit() child
 # and the first contended caller reads "contend+0xOFF (MODULE+0xADDR)",
-# where `addr2line -f -e MODULE ADDR` names contend too.
+# where `addr2line -f -e MODULE ADDR` names contend too, on the line of the
+# mutex's address (as report_prog prints it).
 #
 #   report_sink_test.sh REPORT_PROG
 set -uo pipefail
@@ -61,6 +62,10 @@ if [ -z "$line" ]; then
   fail "no call site reads contend+0x..."; cat "$work/one/s"
 else
   echo "ok: symbolized: $line"
+  mu=$(sed -n 's/^report_prog done, mutex at \(0x[0-9a-f]*\)$/\1/p' "$work/out")
+  read -r col _ <<<"$line"
+  [ -n "$mu" ] && [ "$col" = "$mu" ] || fail "the lock column reads '$col', want the mutex's address '$mu'"
+  [ -n "$mu" ] && [ "$col" = "$mu" ] && echo "ok: the lock column is the mutex's address $mu"
   site=$(sed -n 's/.*contend+0x[0-9a-f]* (\(.*\)+\(0x[0-9a-f]*\)).*/\1 \2/p' <<<"$line")
   read -r module addr <<<"$site"
   fn=$(addr2line -f -e "$module" "$addr" | head -1)
