@@ -21,8 +21,8 @@ namespace parklot {
 namespace internal {
 // Initial-exec TLS: the preload shim is loaded at start-up, so this lands
 // in the static TLS block; no __tls_get_addr, no allocation on first touch.
-__attribute__((tls_model("initial-exec"))) thread_local ThreadData t_data;
-__attribute__((tls_model("initial-exec"))) thread_local bool t_registered;
+constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadData t_data;
+constinit __attribute__((tls_model("initial-exec"))) thread_local bool t_registered;
 }  // namespace internal
 namespace {
 using internal::t_data;

@@ -108,9 +108,9 @@ struct ThreadData {
 };
 
 namespace internal {
-extern __attribute__((tls_model("initial-exec"))) thread_local ThreadData
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadData
     t_data;
-extern __attribute__((tls_model("initial-exec"))) thread_local bool
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local bool
     t_registered;
 ThreadData* RegisterCurrentThread();
 // If `td` (the calling thread's) is still queued from a wait it left
