@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "preload/futex_ops.h"
+#include "preload/program_handler.h"
 #include "preload/shim.h"
 #include "runtime/parking_lot.h"
 
@@ -35,17 +36,13 @@ constexpr uintptr_t kSigInfoBit = uintptr_t{1} << 63;
 std::atomic<uintptr_t> g_handlers[NSIG];
 
 void Wrapper(int sig, siginfo_t* info, void* context) {
-  SignalHandlerScope scope;
-  EnterSignalHandler(&scope);
-  const uintptr_t h = g_handlers[sig].load(std::memory_order_acquire);
-  if ((h & kSigInfoBit) != 0) {
-    reinterpret_cast<void (*)(int, siginfo_t*, void*)>(h & ~kSigInfoBit)(
-        sig, info, context);
-  } else if (h > reinterpret_cast<uintptr_t>(SIG_IGN)) {
-    reinterpret_cast<void (*)(int)>(h)(sig);
+  const uintptr_t h =
+      g_handlers[sig].load(std::memory_order_acquire) & ~kSigInfoBit;
+  if (h > reinterpret_cast<uintptr_t>(SIG_IGN)) {
+    RunProgramHandler(
+        reinterpret_cast<void (*)(int, siginfo_t*, void*)>(h), sig, info,
+        context);
   }
-  // Not reached if the handler leaves by siglongjmp: the mark stays.
-  LeaveSignalHandler(scope);
 }
 
 bool IsFunction(uintptr_t h) {
