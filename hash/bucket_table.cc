@@ -1,5 +1,6 @@
 #include "hash/bucket_table.h"
 
+#include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@
 #include "absl/strings/strip.h"
 #include "hash/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
+#include "hash/futex.h"
 
 namespace parklot {
 
@@ -605,11 +607,23 @@ BucketTable::Table* BucketTable::Replace(size_t target, bool for_collisions)
   return old;
 }
 
+// Whether urcu_bp_synchronize_rcu can complete a grace period now. With
+// sys_membarrier (chosen at start-up), liburcu-bp ends the process when the
+// call fails, as it does once a seccomp filter installed after start-up (an
+// in-process sandbox) denies it: then no growth (DESIGN.md invariant 7).
+// Probes with the call liburcu makes, once per growth.
+static bool RcuCanSynchronize() {
+  return !urcu_bp_has_sys_membarrier ||
+         RawSyscall6(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0, 0,
+                     0, 0) == 0;
+}
+
 bool BucketTable::MaybeGrow(size_t live_threads) {
   if (immutable()) return false;
   size_t target = TargetBuckets(live_threads);
   if (target > options_.max_buckets) target = options_.max_buckets;
   if (target <= bucket_count()) return false;
+  if (!RcuCanSynchronize()) return false;
 
   BusyScope busy;
   Table* old = Replace(target, /*for_collisions=*/false);

@@ -1,7 +1,7 @@
 // pthread_barrier_* on parklot::Barrier, in place in glibc's 32-byte
 // pthread_barrier_t (bytes 0-15 the Barrier, 24-31 a "parklot's" tag).
-// Process-shared barriers go to glibc for their whole life. As in glibc,
-// pthread_barrier_wait is not a cancellation point.
+// Process-shared barriers go to glibc for their whole life; destroy keeps
+// the tag. As in glibc, pthread_barrier_wait is not a cancellation point.
 #include <errno.h>
 #include <pthread.h>
 
@@ -58,9 +58,12 @@ int pthread_barrier_init(pthread_barrier_t* __restrict b,
 
 int pthread_barrier_destroy(pthread_barrier_t* b) {
   if (!Ours(b)) return RealGlibc().barrier_destroy(b);
-  // Waits for threads still on their way out of Wait, as glibc does.
-  View(b)->barrier.~Barrier();
-  View(b)->tag = 0;
+  // Waits for threads still on their way out of Wait, as glibc does, and
+  // no more (~Barrier's work; it holds nothing else). As after glibc's
+  // destroy, the barrier goes on working if used again without an init
+  // (POSIX: undefined): it stays ours, since glibc's pthread_barrier_wait
+  // cannot run our layout (it hung).
+  View(b)->barrier.WaitForExits();
   return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "hash/futex.h"
+#include "preload/program_handler.h"
 #include "runtime/deadline.h"
 #include "runtime/parking_lot.h"
 #include "runtime/thread_data.h"
@@ -208,16 +209,9 @@ void OnFaultSignal(int sig, siginfo_t* info, void* context) {
     dfl.sa_handler = SIG_DFL;
     SetProgramAction(sig, dfl);
   }
-  // As every program handler runs (signal_shim.cc): a queued thread is
-  // marked away while it may leave by siglongjmp.
-  SignalHandlerScope scope;
-  EnterSignalHandler(&scope);
-  if (act.sa_flags & SA_SIGINFO) {
-    act.sa_sigaction(sig, info, context);
-  } else {
-    act.sa_handler(sig);
-  }
-  LeaveSignalHandler(scope);
+  // As every program handler runs (signal_shim.cc); sa_sigaction and
+  // sa_handler share their storage.
+  preload::RunProgramHandler(act.sa_sigaction, sig, info, context);
 }
 
 void InstallFaultHandler() {

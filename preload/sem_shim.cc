@@ -4,11 +4,13 @@
 // Bytes 0-15 hold the Semaphore, bytes 24-31 a tag saying "parklot's"
 // (glibc's own semaphore uses only bytes 0-15). Process-shared and named
 // (sem_open) semaphores, and any sem_t not initialized by this sem_init,
-// carry no tag and go to glibc for their whole life.
+// carry no tag and go to glibc for their whole life. sem_destroy keeps the
+// tag (as glibc's destroy, it changes nothing).
 #include <errno.h>
 #include <semaphore.h>
 
 #include <new>
+#include <type_traits>
 
 #include "preload/shim.h"
 #include "runtime/parking_lot.h"
@@ -26,6 +28,8 @@ struct SemLayout {
 };
 static_assert(sizeof(SemLayout) <= sizeof(sem_t), "fits in sem_t");
 static_assert(offsetof(SemLayout, tag) == 24, "tag in glibc's unused bytes");
+static_assert(std::is_trivially_destructible_v<Semaphore>,
+              "sem_destroy has nothing to release");
 
 SemLayout* View(sem_t* s) { return reinterpret_cast<SemLayout*>(s); }
 bool Ours(sem_t* s) { return View(s)->tag == kTag; }
@@ -66,9 +70,12 @@ int sem_init(sem_t* s, int pshared, unsigned value) {
 }
 
 int sem_destroy(sem_t* s) {
+  // As glibc 2.36's, which does nothing: a semaphore destroyed while
+  // threads wait on it, or posted afterwards (undefined in POSIX), keeps
+  // working. It stays ours: glibc's functions cannot read our layout with
+  // waiters on it (its sem_post aborted the program). Nothing to release
+  // (Semaphore is trivially destructible); sem_init makes it anew.
   if (!Ours(s)) return RealGlibc().sem_destroy(s);
-  View(s)->sem.~Semaphore();
-  View(s)->tag = 0;
   return 0;
 }
 

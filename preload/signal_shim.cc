@@ -5,9 +5,10 @@
 // unit or a notification it cannot take (DESIGN.md invariant 6).
 //
 // The shim's one place for signal actions. Interposed: sigaction, signal
-// (bsd_signal, ssignal), sysv_signal (__sysv_signal), sigset and sigignore
-// (glibc's set actions through its internal sigaction, which no interposer
-// sees, so each is done here with glibc 2.36's flags and masks). The
+// (bsd_signal, ssignal), siginterrupt, sysv_signal (__sysv_signal), sigset
+// and sigignore (glibc's set actions through its internal sigaction, which
+// no interposer sees, so each is done here with glibc 2.36's flags and
+// masks). The
 // program sees its own handlers: the old action reported is the program's,
 // never the wrapper. While the shim serves raw futexes, SIGSEGV and SIGBUS
 // actions go to futex::ProgramSigaction instead (futex_ops.h), whose fault
@@ -22,6 +23,7 @@
 #include <cstdint>
 
 #include "preload/futex_ops.h"
+#include "preload/program_handler.h"
 #include "preload/shim.h"
 #include "runtime/parking_lot.h"
 
@@ -35,17 +37,13 @@ constexpr uintptr_t kSigInfoBit = uintptr_t{1} << 63;
 std::atomic<uintptr_t> g_handlers[NSIG];
 
 void Wrapper(int sig, siginfo_t* info, void* context) {
-  SignalHandlerScope scope;
-  EnterSignalHandler(&scope);
-  const uintptr_t h = g_handlers[sig].load(std::memory_order_acquire);
-  if ((h & kSigInfoBit) != 0) {
-    reinterpret_cast<void (*)(int, siginfo_t*, void*)>(h & ~kSigInfoBit)(
-        sig, info, context);
-  } else if (h > reinterpret_cast<uintptr_t>(SIG_IGN)) {
-    reinterpret_cast<void (*)(int)>(h)(sig);
+  const uintptr_t h =
+      g_handlers[sig].load(std::memory_order_acquire) & ~kSigInfoBit;
+  if (h > reinterpret_cast<uintptr_t>(SIG_IGN)) {
+    RunProgramHandler(
+        reinterpret_cast<void (*)(int, siginfo_t*, void*)>(h), sig, info,
+        context);
   }
-  // Not reached if the handler leaves by siglongjmp: the mark stays.
-  LeaveSignalHandler(scope);
 }
 
 bool IsFunction(uintptr_t h) {
@@ -107,6 +105,17 @@ int Sigaction(int sig, const struct sigaction* act, struct sigaction* oact) {
   return Install(sig, act, oact);
 }
 
+// The signals siginterrupt() made interrupting: glibc's signal() installs
+// them without SA_RESTART, reading a set (_sigintr) that glibc keeps
+// hidden, so siginterrupt is interposed to keep this copy. Bit sig - 1.
+std::atomic<uint64_t> g_interrupting{0};
+static_assert(NSIG - 1 <= 64, "one bit per signal");
+
+bool Interrupting(int sig) {
+  return sig > 0 && sig < NSIG &&
+         (g_interrupting.load(std::memory_order_relaxed) >> (sig - 1) & 1);
+}
+
 // glibc's signal(), sysv_signal(), sigset(): the same checks, flags and
 // mask. Returns the previous handler, or SIG_ERR with errno EINVAL.
 sighandler_t InstallSimple(int sig, sighandler_t handler, int flags,
@@ -128,7 +137,9 @@ sighandler_t InstallSimple(int sig, sighandler_t handler, int flags,
 }  // namespace
 }  // namespace parklot::preload
 
+using parklot::preload::g_interrupting;
 using parklot::preload::InstallSimple;
+using parklot::preload::Interrupting;
 using parklot::preload::Sigaction;
 
 extern "C" {
@@ -137,9 +148,28 @@ int sigaction(int sig, const struct sigaction* act, struct sigaction* oact) {
   return Sigaction(sig, act, oact);
 }
 
-// BSD semantics, as glibc's signal(): restart, block the signal meanwhile.
+// BSD semantics, as glibc's signal(): restart (unless siginterrupt made
+// the signal interrupting), block the signal meanwhile.
 sighandler_t signal(int sig, sighandler_t handler) {
-  return InstallSimple(sig, handler, SA_RESTART, /*mask_self=*/true);
+  return InstallSimple(sig, handler, Interrupting(sig) ? 0 : SA_RESTART,
+                       /*mask_self=*/true);
+}
+
+// As glibc's: records the choice for later signal() calls and sets or
+// clears SA_RESTART in the signal's current action. 0, or -1 with errno
+// EINVAL for an invalid signal (nothing recorded).
+int siginterrupt(int sig, int interrupt) {
+  struct sigaction act;
+  if (Sigaction(sig, nullptr, &act) != 0) return -1;
+  const uint64_t bit = uint64_t{1} << (sig - 1);
+  if (interrupt) {
+    g_interrupting.fetch_or(bit, std::memory_order_relaxed);
+    act.sa_flags &= ~SA_RESTART;
+  } else {
+    g_interrupting.fetch_and(~bit, std::memory_order_relaxed);
+    act.sa_flags |= SA_RESTART;
+  }
+  return Sigaction(sig, &act, nullptr) != 0 ? -1 : 0;
 }
 sighandler_t bsd_signal(int sig, sighandler_t handler) {
   return signal(sig, handler);
