@@ -8,7 +8,8 @@
  * Two threads lock the program's mutex through the library and two
  * directly; then a thread waits on a condvar through the library while the
  * main thread signals it directly, and the reverse. For each library given
- * (built with lazy and with immediate binding).
+ * (built with lazy and with immediate binding). Then each library again by
+ * its bare name, found on the program's RUNPATH.
  *
  *   deepbind_prog LIBRARY... */
 #include "tests/preload/shim_test_util.h"  /* first: _GNU_SOURCE */
@@ -97,6 +98,20 @@ int main(int argc, char** argv) {
     handshake(1);
     handshake(0);
     printf("deepbind: %s ok\n", argv[a]);
+  }
+  /* Bare names are found on the program's own RUNPATH ($ORIGIN), which
+   * glibc picks by dlopen's return address: the shim's dlopen keeps the
+   * program as the caller, with the flag and without. */
+  for (int a = 1; a < argc; ++a) {
+    const char* base = strrchr(argv[a], '/');
+    base = base != NULL ? base + 1 : argv[a];
+    for (int deep = 0; deep < 2; ++deep) {
+      void* h = dlopen(base, RTLD_NOW | (deep ? RTLD_DEEPBIND : 0));
+      if (h == NULL) {
+        SHIM_FAIL("dlopen(\"%s\"%s) on the program's RUNPATH: %s", base,
+                  deep ? ", RTLD_DEEPBIND" : "", dlerror());
+      }
+    }
   }
   return shim_test_finish();
 }
