@@ -194,10 +194,15 @@ TEST_F(Registry, ManyParkedThreadsAllCountedAndReleased) {
 // The parked count under churn: threads park on a few shared keys with
 // short deadlines (some are unparked, some time out), unpark one another,
 // exit and are replaced (registry indices, and with them the count's
-// shards, are reused), while a reader samples the count: it never exceeds
-// the threads the test runs (a decrement before its increment would wrap a
+// shards, are reused), while a reader samples the count: it stays near the
+// threads the test runs (a decrement before its increment would wrap a
 // shard to 2^64 - 1), and once every thread has gone it is back where it
-// began (a lost update would leave it off).
+// began (a lost update would leave it off). The reader adds the shards one
+// by one, not as a snapshot: preempted in the middle of a sum, it adds
+// shards read in one round to shards read in a later one, so the bound is
+// the most each shard can hold in any round (two of a round's threads
+// share a shard), not the threads of one round (seen: 25 of 24 on a loaded
+// machine).
 TEST_F(Registry, ParkedCountStaysExactUnderChurn) {
   testing::Watchdog wd(kWatch, "ParkedCountStaysExactUnderChurn");
   constexpr int kThreads = 24;  // more than the count's 16 shards
@@ -246,7 +251,7 @@ TEST_F(Registry, ParkedCountStaysExactUnderChurn) {
   }
   stop.store(true);
   reader.join();
-  EXPECT_LE(max_seen.load(), parked_before + kThreads);
+  EXPECT_LE(max_seen.load(), parked_before + 2 * kThreads);
   EXPECT_EQ(registry::ParkedThreads(), parked_before);
   EXPECT_GT(unparked.load(), 0u);
   EXPECT_GT(timed_out.load(), 0u);
