@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The shim needs a libstdc++ with GCC 11's symbol versions (through
+# Abseil's shared libraries). A program run with an older libstdc++.so.6
+# first on LD_LIBRARY_PATH (a vendored runtime) could not start under the
+# shim at all; `parklot run` now preloads the system's libstdc++ ahead of
+# the shim when the program loads cleanly alone but not with the shim.
+#
+#   libstdcxx_conflict_test.sh TREE_TAR
+# A stand-in "older libstdc++" (soname libstdc++.so.6, only the GLIBCXX_3.4
+# version node, defining std::terminate) is built here, and a program
+# linked against it (RUNPATH), which takes a pthread mutex and reports
+# whether the shim is loaded.
+set -uo pipefail
+tree_tar=$1
+work="${TEST_TMPDIR:-$(mktemp -d)}/libstdcxx"
+rm -rf "$work" && mkdir -p "$work/tree" "$work/old"
+tar -xf "$tree_tar" -C "$work/tree" || { echo "FAIL: unpack $tree_tar"; exit 1; }
+shim="$work/tree/lib/libparklot_preload.so"
+launcher="$work/tree/bin/parklot"
+
+echo 'GLIBCXX_3.4 { global: _ZSt9terminatev; local: *; };' > "$work/old/v.map"
+echo 'void _ZSt9terminatev(void) {}' > "$work/old/fake.c"
+gcc -shared -fPIC -Wl,-soname,libstdc++.so.6 -Wl,--version-script="$work/old/v.map" \
+  "$work/old/fake.c" -o "$work/old/libstdc++.so.6" || { echo "FAIL: build the old libstdc++"; exit 1; }
+cat > "$work/prog.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+void _ZSt9terminatev(void); /* std::terminate, from whichever libstdc++ */
+int main(void) {
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&m);
+  pthread_mutex_unlock(&m);
+  printf("libstdc++ %s, shim %s\n", &_ZSt9terminatev ? "bound" : "missing",
+         dlsym(RTLD_DEFAULT, "parklot_preload_active") ? "active" : "absent");
+  return 0;
+}
+C
+gcc -pthread "$work/prog.c" -L"$work/old" -l:libstdc++.so.6 -Wl,-rpath,"$work/old" \
+  -ldl -o "$work/prog" || { echo "FAIL: build the program"; exit 1; }
+
+status=0
+check() {  # label, want, then the command
+  local label=$1 want=$2
+  shift 2
+  local out
+  out=$(timeout 60 "$@" 2>"$work/err")
+  local rc=$?
+  if [ "$rc" -eq 0 ] && [ "$out" = "$want" ]; then
+    echo "ok: $label: $out"
+  else
+    echo "FAIL: $label: exit $rc, '$out' (want '$want')"; cat "$work/err"; status=1
+  fi
+}
+
+# Alone, the program runs on its own libstdc++.
+check "alone" "libstdc++ bound, shim absent" env LD_LIBRARY_PATH="$work/old" "$work/prog"
+# The stand-in reproduces the conflict: a plain LD_PRELOAD cannot start.
+if env LD_LIBRARY_PATH="$work/old" LD_PRELOAD="$shim" "$work/prog" >/dev/null 2>&1; then
+  echo "FAIL: precondition: the old libstdc++ on LD_LIBRARY_PATH did not stop the plain preload"
+  status=1
+else
+  echo "ok: precondition: a plain LD_PRELOAD does not start with the old libstdc++ first"
+fi
+check "parklot run, old libstdc++ on LD_LIBRARY_PATH" "libstdc++ bound, shim active" \
+  env LD_LIBRARY_PATH="$work/old" "$launcher" run -- "$work/prog"
+check "parklot run, old libstdc++ on the program's RUNPATH" "libstdc++ bound, shim active" \
+  "$launcher" run -- "$work/prog"
+check "parklot run, a program with no libstdc++" "hi" \
+  env LD_LIBRARY_PATH="$work/old" "$launcher" run -- echo hi
+exit $status
