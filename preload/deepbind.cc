@@ -14,7 +14,8 @@
 // flag). The object's constructors have run by then, against glibc's
 // functions. A library calling dlopen with the flag for a bare file name
 // gets the search path of the calling object, found with dlinfo, as glibc
-// would use it.
+// would use it. Thread-safe: concurrent loads rebind to the same values,
+// each GOT entry with one aligned store.
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
@@ -25,13 +26,10 @@
 #include <cstdint>
 #include <string>
 
-#include "absl/base/internal/raw_logging.h"
 #include "preload/shim.h"
 
 namespace parklot::preload {
 namespace {
-
-using DlopenFn = void* (*)(const char*, int);
 
 // The base address of the object holding `p`, or 0.
 uintptr_t ObjectBase(const void* p) {
@@ -184,20 +182,15 @@ std::string FindForCaller(const char* file, const void* caller) {
 }  // namespace parklot::preload
 
 extern "C" {
-// glibc's dlopen, resolved at the first call (dlopen may come before the
-// shim's constructor, from another preloaded library's).
-__attribute__((visibility("hidden"))) parklot::preload::DlopenFn
-    parklot_glibc_dlopen = nullptr;
+// glibc's dlopen for the stub below, which cannot call RealGlibc(): set at
+// the first call (dlopen may come before the shim's constructor, from
+// another preloaded library's).
+__attribute__((visibility("hidden"))) void* (*parklot_glibc_dlopen)(const char*,
+                                                                   int) = nullptr;
 
-__attribute__((visibility("hidden"))) parklot::preload::DlopenFn
-ParklotResolveDlopen() {
-  auto fn = reinterpret_cast<parklot::preload::DlopenFn>(
-      dlvsym(RTLD_NEXT, "dlopen", "GLIBC_2.34"));
-  if (fn == nullptr) {
-    fn = reinterpret_cast<parklot::preload::DlopenFn>(
-        dlvsym(RTLD_NEXT, "dlopen", "GLIBC_2.2.5"));
-  }
-  if (fn == nullptr) ABSL_RAW_LOG(FATAL, "parklot: glibc lacks dlopen");
+__attribute__((visibility("hidden"))) void* (*ParklotResolveDlopen())(
+    const char*, int) {
+  auto fn = parklot::preload::RealGlibc().dlopen;
   __atomic_store_n(&parklot_glibc_dlopen, fn, __ATOMIC_RELEASE);
   return fn;
 }
@@ -206,10 +199,8 @@ ParklotResolveDlopen() {
 __attribute__((visibility("hidden"))) void* ParklotDlopenDeepbind(
     const char* file, int flags, const void* caller) {
   using namespace parklot::preload;
-  DlopenFn real = __atomic_load_n(&parklot_glibc_dlopen, __ATOMIC_ACQUIRE);
-  if (real == nullptr) real = ParklotResolveDlopen();
   std::string path = file != nullptr ? FindForCaller(file, caller) : "";
-  void* handle = real(path.empty() ? file : path.c_str(), flags);
+  void* handle = RealGlibc().dlopen(path.empty() ? file : path.c_str(), flags);
   if (handle == nullptr) return nullptr;
   link_map* lm = nullptr;
   if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm == nullptr) return handle;

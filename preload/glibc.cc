@@ -56,6 +56,7 @@ const Glibc& RealGlibc() {
   Resolve(&g.barrier_destroy, "pthread_barrier_destroy", "GLIBC_2.2.5");
   Resolve(&g.barrier_wait, "pthread_barrier_wait", "GLIBC_2.2.5");
   Resolve(&g.sigaction, "sigaction", "GLIBC_2.2.5");
+  Resolve(&g.dlopen, "dlopen", "GLIBC_2.34");
   g_glibc = g;
   g_resolved.store(true, std::memory_order_release);
   return g_glibc;

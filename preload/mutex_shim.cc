@@ -110,7 +110,8 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
   const int kind = m->__data.__kind;
   if (IsPlainKind(kind)) {
     if (g_lock_hooks == 0) {
-      MutexCore::Lock(MutexWord(m), MutexEma(m));
+      // pthread_mutex_lock's compare-and-swap failed: no second one.
+      MutexCore::LockSlow(MutexWord(m), MutexEma(m), Deadline::Never());
       return 0;
     }
   } else if (kind != kKindDestroyed && (kind & kKindGlibcOwned)) {
@@ -187,7 +188,7 @@ int pthread_mutex_destroy(pthread_mutex_t* m) {
 
 int pthread_mutex_lock(pthread_mutex_t* m) {
   // The uncontended lock of a normal or adaptive mutex with no hooks: one
-  // compare-and-swap, in a frame that saves no registers.
+  // compare-and-swap, in a frame that saves no callee-saved register.
   if (__builtin_expect(IsPlainKind(m->__data.__kind) && g_lock_hooks == 0, 1) &&
       __builtin_expect(MutexCore::LockFast(MutexWord(m)), 1)) {
     return 0;

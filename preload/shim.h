@@ -133,6 +133,7 @@ struct Glibc {
   int (*barrier_destroy)(pthread_barrier_t*);
   int (*barrier_wait)(pthread_barrier_t*);
   int (*sigaction)(int, const struct sigaction*, struct sigaction*);
+  void* (*dlopen)(const char*, int);  // deepbind.cc's stub jumps to it
 };
 const Glibc& RealGlibc();
 
