@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -18,11 +19,11 @@ namespace parklot::preload {
 namespace {
 
 struct SinkState {
-  char path[PATH_MAX] = "";  // empty: the stderr duplicate
+  char path[PATH_MAX] = "";  // empty: stderr, unless too_long
   bool per_pid = false;      // the path has %p
+  bool too_long = false;     // a path was given that does not fit
 };
 SinkState g_sinks[2];
-int g_stderr_dup = STDERR_FILENO;
 pid_t g_start_pid = 0;
 // The executable's full path: dladdr names it by argv[0], which may be
 // relative to a directory the reader is not in.
@@ -31,7 +32,11 @@ char g_exe[PATH_MAX] = "";
 SinkState& StateOf(Sink sink) { return g_sinks[static_cast<int>(sink)]; }
 
 void SetPath(SinkState* s, const char* path) {
-  if (path == nullptr || strlen(path) >= sizeof(s->path)) return;
+  if (path == nullptr) return;
+  if (strlen(path) >= sizeof(s->path)) {
+    s->too_long = true;
+    return;
+  }
   strcpy(s->path, path);
   s->per_pid = strstr(path, "%p") != nullptr;
 }
@@ -68,6 +73,62 @@ void WriteAll(int fd, absl::string_view text) {
     p += n;
     left -= static_cast<size_t>(n);
   }
+}
+
+// What the sink is called in a line about it.
+const char* SinkName(Sink sink) {
+  return sink == Sink::kStats ? "statistics report (PARKLOT_STATS)"
+                              : "diagnostic report (PARKLOT_REPORT)";
+}
+
+// The one line on stderr that says a report was not written: which, where,
+// the step that failed and errno's name (strerrorname_np: a constant string,
+// no locale, async-signal-safe as strerror is not).
+void SayNotWritten(Sink sink, const char* path, const char* step, int err) {
+  char line[PATH_MAX + 160];
+  const char* name = err != 0 ? strerrorname_np(err) : nullptr;
+  const int n = absl::SNPrintF(
+      line, sizeof(line), "parklot: %s not written to %.*s: %s%s%s\n",
+      SinkName(sink), 256, path, step, name != nullptr ? " " : "",
+      name != nullptr ? name : "");
+  if (n > 0) {
+    WriteAll(STDERR_FILENO,
+             absl::string_view(line, static_cast<size_t>(n) < sizeof(line)
+                                         ? static_cast<size_t>(n)
+                                         : sizeof(line) - 1));
+  }
+}
+
+// Opens the report file `path` for appending, as DESIGN.md invariant 8
+// asks: never through a symbolic link in its last component (O_NOFOLLOW),
+// created private to the user (0600), never a terminal's controlling
+// device (O_NOCTTY), and only a regular file (a FIFO without a reader is
+// refused at once, O_NONBLOCK, rather than blocking the exit). Returns the
+// descriptor, or -1 with `*step` and errno saying what failed.
+int OpenReportFile(const char* path, const char** step) {
+  const int fd = open(path,
+                      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+                          O_NOCTTY | O_NONBLOCK,
+                      0600);
+  if (fd < 0) {
+    *step = "open failed,";
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    *step = "fstat failed,";
+    const int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *step = "not a regular file";
+    close(fd);
+    errno = 0;
+    return -1;
+  }
+  return fd;
 }
 
 // Where the call at return address `pc` lives, as addr2line reads it:
@@ -125,26 +186,34 @@ void InitReportSinks(const Config& config) {
   g_start_pid = getpid();
   SetPath(&StateOf(Sink::kStats), config.stats_path);
   SetPath(&StateOf(Sink::kReport), config.report_path);
-  const int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
-  if (fd >= 0) g_stderr_dup = fd;
   const ssize_t n = readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1);
   g_exe[n > 0 ? n : 0] = '\0';
   absl::InitializeSymbolizer("/proc/self/exe");
 }
 
 void WriteReport(Sink sink, absl::string_view text) {
+  // Secure mode writes nothing (DESIGN.md invariant 8); the configuration
+  // already turns every report off there, this keeps it so for any caller.
+  if (SecureMode()) return;
+  const int saved_errno = errno;  // the program's errno, as glibc leaves it
   const SinkState& s = StateOf(sink);
-  if (s.path[0] == '\0') {
-    WriteAll(g_stderr_dup, text);
-    return;
+  if (s.too_long) {
+    SayNotWritten(sink, "a path", "longer than PATH_MAX", 0);
+  } else if (s.path[0] == '\0') {
+    WriteAll(STDERR_FILENO, text);
+  } else {
+    char path[PATH_MAX];
+    const char* step = "";
+    if (!ExpandPath(s.path, path, sizeof(path))) {
+      SayNotWritten(sink, s.path, "longer than PATH_MAX with %p expanded", 0);
+    } else if (const int fd = OpenReportFile(path, &step); fd < 0) {
+      SayNotWritten(sink, path, step, errno);
+    } else {
+      WriteAll(fd, text);
+      close(fd);
+    }
   }
-  char path[PATH_MAX];
-  if (!ExpandPath(s.path, path, sizeof(path))) return;
-  const int fd =
-      open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-  if (fd < 0) return;
-  WriteAll(fd, text);
-  close(fd);
+  errno = saved_errno;
 }
 
 bool ReportsAtUnderscoreExit(Sink sink) {

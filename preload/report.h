@@ -16,19 +16,29 @@ namespace parklot::preload {
 enum class Sink { kStats, kReport };
 
 // Fixes the sinks from `config` (stats_path, report_path): copies the path
-// templates, and duplicates stderr (close-on-exec, fd >= 100) for the
-// sinks that have none, so that a program that closes stderr before exit
-// (coreutils' close_stdout does) still gets its report. Records the pid:
-// later processes are fork children. Call once, from the shim's
-// constructor, before any report. Not thread-safe.
+// templates. Records the pid: later processes are fork children. Call
+// once, from the shim's constructor, before any report. Not thread-safe.
+//
+// Descriptors (DESIGN.md invariants 8 and 9): the shim holds none between
+// reports. A report without a path goes to descriptor 2 as it is when the
+// report is written, the program's stderr, as glibc's own messages do; a
+// program that closed its stderr before exit (coreutils' close_stdout)
+// loses the report, which a path keeps. A copy of stderr taken at start-up
+// would be a descriptor the program can see, and one it may close and
+// reuse for its own data.
 void InitReportSinks(const Config& config);
 
 // Writes `text` to `sink` with write(2), all of it unless an error stops
 // it: to its file if a path was given ("%p" replaced by the calling
-// process's pid, "%%" by "%"; opened for appending, created 0666 minus the
-// umask, closed again), else to the stderr duplicate. A file that cannot
-// be opened loses the report. Async-signal-safe; no allocation; any
-// thread.
+// process's pid, "%%" by "%"), else to descriptor 2. The file is opened for
+// appending per report and closed again, with O_NOFOLLOW (a symbolic link
+// as its last component is refused), O_CLOEXEC and O_NOCTTY, created with
+// mode 0600 (private to the user, whatever the umask allows), and used only
+// if it is a regular file. A report that cannot be written (path longer
+// than PATH_MAX, open fails, not a regular file) is replaced by one line on
+// stderr saying which report, where, and why (errno's name). Writes nothing
+// in secure mode (SecureMode()). errno is left as it was.
+// Async-signal-safe; no allocation; any thread.
 void WriteReport(Sink sink, absl::string_view text);
 
 // Whether a process leaving by _exit() reports to `sink`: the process the

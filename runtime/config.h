@@ -31,6 +31,12 @@
 // (DESIGN.md invariant 7): the knob keeps its default and one line on
 // stderr names the variable, the value given, what is accepted and the
 // default used.
+//
+// Secure mode (DESIGN.md invariant 8): in a process the kernel started with
+// AT_SECURE set (setuid, setgid, file capabilities, an LSM transition) no
+// PARKLOT_* variable is read at all; every knob has its default and nothing
+// is written anywhere, as glibc ignores LD_DEBUG_OUTPUT and filters
+// GLIBC_TUNABLES there: the environment belongs to a less privileged user.
 #ifndef PARKLOT_RUNTIME_CONFIG_H_
 #define PARKLOT_RUNTIME_CONFIG_H_
 
@@ -72,7 +78,13 @@ struct Config {
   DeadlockMode deadlock = DeadlockMode::kOff;
 };
 
-// Parses the PARKLOT_* variables over the defaults. A malformed or
+// True in a secure-mode process: getauxval(AT_SECURE) is nonzero, i.e. the
+// dynamic loader itself runs in secure mode. Fixed for the process's life;
+// no system call (the auxiliary vector is in memory). Async-signal-safe.
+bool SecureMode();
+
+// Parses the PARKLOT_* variables over the defaults; in secure mode
+// (SecureMode()) reads none of them and returns the defaults, silently. A malformed or
 // out-of-range value keeps that knob's default and is reported on one line
 // of stderr (each time it is parsed; GetConfig parses once). An empty
 // switch (PARKLOT_STATS=) counts as unset. Does not allocate.

@@ -107,7 +107,8 @@ void InitOnce() {
       // PTHREAD_KEYS_MAX is no key, so pthread_setspecific on it fails
       // with EINVAL and never touches another library's key.
       r->exit_key = PTHREAD_KEYS_MAX;
-      ABSL_RAW_LOG(WARNING,
+      // Secure mode writes nothing (DESIGN.md invariant 8).
+      if (!SecureMode()) ABSL_RAW_LOG(WARNING,
                    "parklot: pthread_key_create failed (error %d): exited "
                    "threads will stay counted as live",
                    rc);
