@@ -1,26 +1,7 @@
 #include "hash/bucket_table.h"
 
-#include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-// liburcu-bp's read side, inlined from its LGPL static header (_LGPL_SOURCE;
-// the header is meant for this). Its reader pointer `urcu_bp_reader` is a
-// thread-local of liburcu-bp.so. Declared as tls-compat.h declares it under
-// C++ (`thread_local`), every access goes through a TLS wrapper (a test of
-// a weak init function) and, from the shim (PIC), through __tls_get_addr:
-// three of each per section. Declared `__thread` (constant-initialised: no
-// wrapper) with the initial-exec model, each access is one %fs-relative
-// load. Initial-exec is sound because liburcu-bp.so is a DT_NEEDED of the
-// shim and of every parklot binary, so it is loaded at start-up into the
-// static TLS block; and it keeps the read side async-signal-safe (no lazy
-// TLS allocation), as an UnparkUpTo from a handler needs.
-#define _LGPL_SOURCE 1
-#include <urcu/tls-compat.h>
-#undef URCU_TLS_STORAGE_CLASS
-#define URCU_TLS_STORAGE_CLASS \
-  __thread __attribute__((tls_model("initial-exec")))
-#include <urcu-bp.h>
 
 #include <cstdlib>
 #include <new>
@@ -228,7 +209,11 @@ BucketTable::BucketTable(const TableOptions& options) : options_(options) {
 }
 
 BucketTable::~BucketTable() {
-  FreeRetired(retired_);
+  for (Table* t = retired_; t != nullptr;) {
+    Table* next = t->next_retired;
+    FreeTable(t);
+    t = next;
+  }
   FreeTable(table_.load());
 }
 
@@ -240,18 +225,13 @@ size_t BucketTable::BucketIndex(uintptr_t key) const {
   return IndexOf(table_.load(std::memory_order_acquire), key);
 }
 
-// urcu-bp ("bulletproof") is the flavour for a library injected into
-// programs that never call rcu_register_thread(): it registers readers
-// itself and cleans up after exiting threads, at the price of a pointer
-// load on the read side (still no shared write: sys_membarrier makes the
-// read side a compiler barrier).
-static bool IsRcuReader() { return URCU_TLS(urcu_bp_reader) != nullptr; }
-
 namespace {
 // Initial-exec: read on lock paths and in signal handlers (see t_sections).
-// Inside MaybeGrow, RegisterRcuReader or a fork's lock-all on this thread:
-// a collision growth here could wait on what the interrupted code holds.
+// Inside MaybeGrow or a fork's lock-all on this thread: a collision growth
+// here could wait on what the interrupted code holds.
 __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_table_busy;
+// ReadSections open on this thread (of growable tables).
+__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_read_depth;
 // Collision sampling of this thread (BucketTable::kCollisionWindow):
 // LockBucket calls until its next sample, the generator of the intervals
 // (the same sequence in every thread: tests can count on it), and the
@@ -292,39 +272,18 @@ bool SampleDue() {
 }
 }  // namespace
 
-void BucketTable::RegisterRcuReader() {
-  if (IsRcuReader()) return;
-  // liburcu-bp aborts the process when it cannot map room for one more
-  // reader (its registry arena grows by mmap, doubling). When 1 MiB (an
-  // arena step for thousands of readers) cannot be mapped now, memory is
-  // too short to risk that: the thread stays a pinned reader (see
-  // ReadSection), slower to park but alive.
-  if (!CanMapNow(size_t{1} << 20)) return;
-  BusyScope busy;  // urcu's registration holds its locks
-  urcu_bp_read_lock();
-  urcu_bp_read_unlock();
-}
-
-BucketTable::ReadSection::Mode BucketTable::ReadSection::Enter(
-    const BucketTable& table) {
-  if (IsRcuReader()) {
-    urcu_bp_read_lock();
-    return kRcu;
-  }
-  table.pins_.fetch_add(1, std::memory_order_seq_cst);
-  return kPinned;
+void BucketTable::ReadSection::Enter() {
+  ++t_read_depth;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
 void BucketTable::ReadSection::Leave() {
-  if (mode_ != kRcu) {
-    table_.pins_.fetch_sub(1, std::memory_order_release);
-    return;
-  }
-  urcu_bp_read_unlock();
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  --t_read_depth;
   // A collision growth is due on this thread (never set for other
   // policies): run it if nothing of the table is held here any more.
-  if (__builtin_expect(t_grow_table == &table_, 0) &&
-      !_urcu_bp_read_ongoing() && !InLockSection() && t_table_busy == 0) {
+  if (__builtin_expect(t_grow_table == &table_, 0) && t_read_depth == 0 &&
+      !InLockSection() && t_table_busy == 0) {
     t_grow_table = nullptr;
     // The table object itself is never const (ReadSection only reads it).
     const_cast<BucketTable&>(table_).GrowForCollisions(t_grow_from);
@@ -379,7 +338,6 @@ void BucketTable::UnlockBucket(Bucket* b) {
 Bucket* BucketTable::LockBucket(uintptr_t key) const {
   EnterSection();
   for (;;) {
-    // seq_cst (a plain load on x86) pairs with the pin count in MaybeGrow.
     Table* t = table_.load(std::memory_order_seq_cst);
     Bucket* b = &t->buckets()[IndexOf(t, key)];
     b->lock.Lock();
@@ -473,7 +431,6 @@ void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     b.head = b.tail = nullptr;
     b.lock.Unlock();
   }
-  pins_.store(0, std::memory_order_relaxed);
   LeaveSection();
   grow_lock_.Unlock();
   --t_table_busy;
@@ -543,38 +500,24 @@ void BucketTable::GrowForCollisions(size_t from) {
   // Another thread grew the table since this thread's window ended: the
   // collisions it counted were of the smaller table.
   if (bucket_count() != from) return;
-  Table* old = Replace(target, /*for_collisions=*/true);
-  if (old == nullptr) return;
-  // No grace period here (see kCollisionWindow): retire the old table.
-  grow_lock_.Lock();
-  old->next_retired = retired_;
-  retired_ = old;
-  grow_lock_.Unlock();
-}
-
-void BucketTable::FreeRetired(Table* list) {
-  while (list != nullptr) {
-    Table* next = list->next_retired;
-    FreeTable(list);
-    list = next;
-  }
+  Replace(target, /*for_collisions=*/true);
 }
 
 // Lock analysis cannot follow "every bucket of the old table".
-BucketTable::Table* BucketTable::Replace(size_t target, bool for_collisions)
+bool BucketTable::Replace(size_t target, bool for_collisions)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
   grow_lock_.Lock();
   Table* old = table_.load(std::memory_order_acquire);
   if (target <= old->size) {  // another thread grew it meanwhile
     grow_lock_.Unlock();
-    return nullptr;
+    return false;
   }
   Table* fresh = AllocateTable(target);
   if (fresh == nullptr) {
     // Growth is an optimisation: the current table keeps serving.
     allocation_failures_.fetch_add(1, std::memory_order_relaxed);
     grow_lock_.Unlock();
-    return nullptr;
+    return false;
   }
   Bucket* old_buckets = old->buckets();
   EnterSection();
@@ -603,19 +546,12 @@ BucketTable::Table* BucketTable::Replace(size_t target, bool for_collisions)
   }
   for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Unlock();
   LeaveSection();
+  // Readers that loaded `old` may still lock its buckets (and find the
+  // table changed): it stays mapped, freed only with the table.
+  old->next_retired = retired_;
+  retired_ = old;
   grow_lock_.Unlock();
-  return old;
-}
-
-// Whether urcu_bp_synchronize_rcu can complete a grace period now. With
-// sys_membarrier (chosen at start-up), liburcu-bp ends the process when the
-// call fails, as it does once a seccomp filter installed after start-up (an
-// in-process sandbox) denies it: then no growth (DESIGN.md invariant 7).
-// Probes with the call liburcu makes, once per growth.
-static bool RcuCanSynchronize() {
-  return !urcu_bp_has_sys_membarrier ||
-         RawSyscall6(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0, 0,
-                     0, 0) == 0;
+  return true;
 }
 
 bool BucketTable::MaybeGrow(size_t live_threads) {
@@ -623,26 +559,8 @@ bool BucketTable::MaybeGrow(size_t live_threads) {
   size_t target = TargetBuckets(live_threads);
   if (target > options_.max_buckets) target = options_.max_buckets;
   if (target <= bucket_count()) return false;
-  if (!RcuCanSynchronize()) return false;
-
   BusyScope busy;
-  Table* old = Replace(target, /*for_collisions=*/false);
-  if (old == nullptr) return false;
-  // Tables retired so far became unreachable before this grace period.
-  grow_lock_.Lock();
-  Table* retired = retired_;
-  retired_ = nullptr;
-  grow_lock_.Unlock();
-
-  // Threads that loaded `old` may still be spinning on its locks inside
-  // their read sections; free it only after all of those have ended.
-  urcu_bp_synchronize_rcu();
-  // Pinned readers that could have loaded `old` are still counted: a pin
-  // taken after this load sees `fresh` (both sides are seq_cst).
-  while (pins_.load(std::memory_order_seq_cst) != 0) CpuRelax();
-  FreeTable(old);
-  FreeRetired(retired);
-  return true;
+  return Replace(target, /*for_collisions=*/false);
 }
 
 }  // namespace parklot

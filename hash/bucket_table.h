@@ -3,8 +3,12 @@
 // Each bucket holds a small lock, the FIFO queue of threads parked on keys
 // that hash to it, and the bucket's eventual-fairness timer. The table grows
 // with the process's threads under a policy chosen at start (DESIGN.md,
-// "hash/"); old tables are retired after a liburcu grace period, so readers
-// hold an RCU read-side section, never a shared reference count.
+// "hash/"). A growth retires the old table without waiting for anyone: it
+// stays mapped for the life of the process (growth at least doubles, so all
+// retired tables together are smaller than the current one), and a reader
+// re-checks the table after locking a bucket. Readers therefore take no
+// reference count, no RCU section and make no system call for growth
+// (docs/design.md, "Table growth").
 #ifndef PARKLOT_HASH_BUCKET_TABLE_H_
 #define PARKLOT_HASH_BUCKET_TABLE_H_
 
@@ -117,8 +121,7 @@ size_t RoundUpPow2(size_t n);
 
 // Whether `bytes` of fresh private memory can be mapped now: maps and
 // unmaps them (never touched). A probe before calling libraries that abort
-// the process when mmap fails (liburcu-bp's reader registration, Abseil's
-// symbolizer): other threads may allocate between the probe and the call,
+// the process when mmap fails (Abseil's symbolizer): other threads may allocate between the probe and the call,
 // so it narrows the window in which they could abort; it cannot close it.
 // Thread-safe; async-signal-safe.
 bool CanMapNow(size_t bytes);
@@ -146,42 +149,31 @@ class BucketTable {
   BucketTable(const BucketTable&) = delete;
   BucketTable& operator=(const BucketTable&) = delete;
 
-  // RAII: keeps every table a thread may reach alive. Bucket pointers
-  // obtained inside stay valid until it ends. Must not be held across a
-  // sleep (it would delay growth) and must not be nested with MaybeGrow.
-  // Costs nothing on an immutable table; a liburcu read-side section
-  // otherwise. A thread that is not (or no longer) a registered RCU reader
-  // pins the table with a shared counter instead: registering takes
-  // liburcu's pthread mutex, and under the preload shim a contended
-  // pthread_mutex_lock parks, so registration must not depend on itself.
-  // That counter is only touched around a thread's registration and exit.
+  // RAII: the span in which a thread uses the table's buckets. Retired
+  // tables are never unmapped, so a section pins nothing and shares
+  // nothing; it marks where a collision growth this thread asked for may
+  // run: when its outermost section ends (see kCollisionWindow). Must not
+  // be nested with MaybeGrow. Costs one load and one branch on an
+  // immutable table (kFixed, or grown to its cap), a thread-local
+  // increment and decrement otherwise. Async-signal-safe.
   class ReadSection {
    public:
-    // Inline, so that an immutable table (kFixed, or grown to its cap)
-    // costs one load and one branch per section.
     explicit ReadSection(const BucketTable& table)
-        : table_(table), mode_(table.immutable() ? kNone : Enter(table)) {}
+        : table_(table), counted_(!table.immutable()) {
+      if (counted_) Enter();
+    }
     ~ReadSection() {
-      if (mode_ != kNone) Leave();
+      if (counted_) Leave();
     }
     ReadSection(const ReadSection&) = delete;
     ReadSection& operator=(const ReadSection&) = delete;
 
    private:
-    enum Mode : uint8_t { kNone, kRcu, kPinned };
-    // Opens the RCU section, or pins `table`; returns which.
-    static Mode Enter(const BucketTable& table);
+    static void Enter();
     void Leave();
     const BucketTable& table_;
-    Mode mode_;
+    bool counted_;
   };
-
-  // Makes the calling thread a liburcu reader (urcu-bp registers threads on
-  // their first read-side section, taking a pthread mutex). Call once per
-  // thread, outside any ReadSection; idempotent. When memory is short
-  // (CanMapNow(1 MiB) fails), it leaves the thread unregistered rather
-  // than let liburcu abort the process: its ReadSections then pin.
-  static void RegisterRcuReader();
 
   // Lock sections and signal handlers (DESIGN.md invariant 6). Every
   // function below that returns locked buckets opens a lock section on the
@@ -244,11 +236,9 @@ class BucketTable {
   // when that thread's outermost ReadSection ends, if it then holds no
   // bucket lock, no ReadSection, and is not itself inside a growth,
   // registration or fork (a signal handler may be running on it), and if no
-  // other thread grew the table since the window ended. That growth waits
-  // for no grace period (it may run on any thread, in a handler): the old
-  // table is retired, kept mapped, and freed after the grace period of the
-  // next growth by threads (or at destruction); retired tables add at most
-  // the current table's size again.
+  // other thread grew the table since the window ended. Like every growth
+  // it waits for nobody (it may run on any thread, in a handler): the old
+  // table is retired and stays mapped.
   static constexpr uint32_t kCollisionSampleEvery = 16;  // mean interval
   static constexpr uint32_t kCollisionWindow = 1024;     // samples
   // 1 in 32: the table doubles until a thread's sampled buckets were last
@@ -262,6 +252,13 @@ class BucketTable {
   // (then the current table keeps serving, allocation_failures() counts
   // it, and a later call tries again).
   bool MaybeGrow(size_t live_threads);
+
+  // Retired tables stay mapped until the table is destroyed: readers that
+  // loaded an old table may still lock its buckets (they then see the
+  // table changed and retry), so no grace period is needed, and no system
+  // call (sys_membarrier) that a sandbox written from glibc's behaviour
+  // would refuse. Each growth at least doubles, so the retired tables sum
+  // to less than the current one.
 
   // fork() support. Before fork: take the grow lock and every bucket lock,
   // so the child never inherits a table mid-change. In the parent after
@@ -323,13 +320,10 @@ class BucketTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock);
   // Doubles a table of `from` buckets for collisions (see kCollisionWindow).
   void GrowForCollisions(size_t from);
-  // Publishes a zeroed table of `target` buckets, moving every waiter to it;
-  // returns the old table (now unreachable to new readers), or nullptr if
-  // no growth was due or the new table could not be mapped. Takes and
-  // releases grow_lock_.
-  Table* Replace(size_t target, bool for_collisions);
-  // Frees tables retired before the caller's grace period.
-  void FreeRetired(Table* list);
+  // Publishes a zeroed table of `target` buckets, moving every waiter to it,
+  // and retires the old one. Returns false if no growth was due or the new
+  // table could not be mapped. Takes and releases grow_lock_.
+  bool Replace(size_t target, bool for_collisions);
 
   TableOptions options_;
   std::atomic<Table*> table_{nullptr};
@@ -341,11 +335,9 @@ class BucketTable {
   mutable std::atomic<uint64_t> sampled_collisions_{0};
   // kAdaptive: LockBucket samples collisions.
   bool sample_collisions_ = false;
-  // Tables replaced by collision growths, not yet freed (linked through
-  // their headers); guarded by grow_lock_.
+  // Tables replaced by growths, freed at destruction (linked through their
+  // headers); guarded by grow_lock_.
   Table* retired_ = nullptr;
-  // Readers pinning the table without RCU (see ReadSection).
-  mutable std::atomic<uint64_t> pins_{0};
   mutable BucketLock grow_lock_;
   // The inline table: a one-cache-line header, then kInlineBuckets buckets.
   alignas(64) unsigned char inline_storage_[64 * (1 + kInlineBuckets)] = {};

@@ -25,16 +25,13 @@ enum class ForkStep {
   // sync/: Once's fork generation. Child: bumped, so that a Once whose
   // function was running in the parent runs again (as pthread_once does).
   kOnceGeneration,
-  // runtime/ and hash/, once the lot exists: in this order, the urcu
-  // registration lock (waiting out threads inside liburcu-bp's exit
-  // destructor), liburcu-bp's own locks, the thread registry's lock, and the
-  // bucket table's grow lock and every bucket lock. Parent: released in
-  // reverse. Child: the registry keeps only the forking thread, the queues
-  // are emptied, and the locks are released in reverse.
+  // runtime/ and hash/, once the lot exists: in this order, the thread
+  // registry's lock, and the bucket table's grow lock and every bucket lock.
+  // Parent: released in reverse. Child: the registry keeps only the forking
+  // thread, the queues are emptied, and the locks are released in reverse.
   kLot,
   // preload/: PARKLOT_DEADLOCK's report and graph locks. Last, because
-  // every lock the steps above take through the shim (liburcu-bp's mutexes
-  // in kLot) runs the detector, which takes these. Child: released, and
+  // lock taken through the shim runs the detector, which takes these. Child: released, and
   // only the forking thread's held-lock record is kept.
   kDeadlockGraph,
   kCount,

@@ -7,8 +7,8 @@
 // itself, with one exception per thread: the first Park or unpark (but
 // UnparkUpTo, which never registers) registers the calling thread
 // (CurrentThreadData), and registration calls pthread_setspecific, which
-// callocs when the program holds 32 or more pthread keys, and liburcu-bp's
-// reader registration, which may mmap. Later calls on that thread do not
+// callocs when the program holds 32 or more pthread keys. Later calls on
+// that thread do not
 // allocate (a table growth, at a registration, maps memory: never malloc).
 // Callbacks are absl::FunctionRef and run on the calling thread; those
 // documented as running "under the bucket lock" must not park, unpark, or

@@ -4,11 +4,11 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <new>
 
 #define _LGPL_SOURCE 1
-#include <urcu-bp.h>
 
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/str_cat.h"
@@ -91,6 +91,24 @@ void OnThreadExit(void* arg);
 // (a lazy map at first registration was read outside the lock: a data race).
 std::atomic<ThreadData*>* g_by_slot = nullptr;
 
+// The CPUs at start-up: in the affinity mask (the spin policy's) and online
+// (the `cpus` growth policy's). Read by a load-time constructor, before
+// main and so before any sandbox the program installs (DESIGN.md invariant
+// 9: glibc makes no sched_getaffinity for a program that never asks), or by
+// the first use of the lot if that comes earlier (another library's
+// constructor). Written once before any thread can read them.
+size_t g_affinity_cpus = 0;
+size_t g_online_cpus = 0;
+
+void ReadStartupCpus() {
+  if (g_affinity_cpus != 0) return;
+  cpu_set_t set;
+  const int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  g_online_cpus = online > 0 ? static_cast<size_t>(online) : 1;
+  g_affinity_cpus = n > 0 ? static_cast<size_t>(n) : 1;
+}
+
 void InitOnce() {
   int expected = 0;
   if (g_init.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
@@ -98,10 +116,8 @@ void InitOnce() {
     r->free_stack = g_free_stack_storage;
     r->states = g_states_storage;
     g_by_slot = g_by_slot_storage;
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-      r->cpus = CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
-    }
+    ReadStartupCpus();
+    r->cpus = g_affinity_cpus;
     if (const int rc = pthread_key_create(&r->exit_key, OnThreadExit)) {
       // No key left (PTHREAD_KEYS_MAX): run on without exit accounting.
       // PTHREAD_KEYS_MAX is no key, so pthread_setspecific on it fails
@@ -113,7 +129,9 @@ void InitOnce() {
                    "threads will stay counted as live",
                    rc);
     }
-    new (g_table_storage) BucketTable(GetConfig().table);
+    TableOptions table = GetConfig().table;
+    if (table.cpus == 0) table.cpus = g_online_cpus;
+    new (g_table_storage) BucketTable(table);
     if (GetConfig().stats) BucketLock::EnableHoldTiming();
     internal::InstallDeferredUnparkRunner();
     g_init.store(2, std::memory_order_release);
@@ -141,36 +159,14 @@ void AddCounters(Stats* s, const ThreadCounters& c) {
   s->bucket_lock_long_holds += b.long_holds.load(std::memory_order_relaxed);
 }
 
-// Held around a thread's registration with liburcu-bp, and by fork():
-// urcu's registration takes its init_lock, which urcu's own fork handlers
-// do not take, so a fork while another thread registered would leave
-// init_lock held in the child, where every new thread would then hang in
-// its first park (or its first lock, under the shim).
-BucketLock g_rcu_registration;
-
-// Threads between the start of their exit hook's first round and its
-// second (see OnThreadExit): those that may be inside liburcu-bp's own
-// thread-exit destructor. Raised only with g_rcu_registration held.
-std::atomic<int> g_urcu_exits{0};
-// This thread counts in g_urcu_exits.
-__attribute__((tls_model("initial-exec"))) thread_local bool t_urcu_exit_pending;
-
-// The thread-exit hook (a TSD destructor). Runs twice: the first round
-// retires the thread and re-arms the key, so that glibc calls it once more
-// after every other destructor of that round has run, liburcu-bp's among
-// them. That destructor takes urcu's init_lock, which no urcu fork handler
-// covers; ForkPrepare waits while any thread is between the two rounds, so
-// that no child inherits init_lock held.
+// The thread-exit hook (a TSD destructor): retires the thread's slot and
+// counters. Destructors that run after it (other libraries') may still lock
+// and park: the thread stays registered with its slot id, so it is counted
+// once and never registers again.
 void OnThreadExit(void*) {
   Registry& r = Reg();
   ThreadData* td = &t_data;
-  if (td->exited) {
-    if (!t_urcu_exit_pending) return;
-    // Without g_rcu_registration: a waiting ForkPrepare holds it.
-    t_urcu_exit_pending = false;
-    g_urcu_exits.fetch_sub(1, std::memory_order_release);
-    return;
-  }
+  if (td->exited) return;
   // A wait left by siglongjmp may still have this thread queued; its TLS
   // is about to be freed.
   internal::EvictOwnRecord(td);
@@ -180,45 +176,19 @@ void OnThreadExit(void*) {
   r.free_stack[r.free_top++] = td->index;
   r.lock.Unlock();
   r.live.fetch_sub(1, std::memory_order_relaxed);
-  // Later destructors (liburcu-bp's own exit hook among them) may still
-  // lock and park: the thread stays registered with its slot id, so it is
-  // counted once and never registers again.
   td->index = 0;
   td->exited = true;
   new (&td->counters) ThreadCounters();
-  g_rcu_registration.Lock();
-  g_urcu_exits.fetch_add(1, std::memory_order_relaxed);
-  t_urcu_exit_pending = true;
-  g_rcu_registration.Unlock();
-  // The key's value is non-null again: glibc runs another round.
-  pthread_setspecific(r.exit_key, td);
 }
 
 // fork(): the ForkStep::kLot step (runtime/fork.h runs it, innermost of
 // the program's handlers; see BucketTable::LockAllForFork). ForkParent and
 // ForkChild run only if ForkPrepare took the locks (g_init may turn 2
 // between the two).
-//
-// liburcu-bp's fork handlers lock and unlock its mutexes, pthread mutexes
-// that under the preload shim run on this very lot: a contended one parks
-// or unparks, which takes a bucket lock. So they run while the lot works:
-// urcu's locks are taken before the bucket locks and released after them
-// (the order threads use too: a thread holding an urcu lock may take a
-// bucket lock, never the reverse). The other order self-deadlocks the
-// forking thread on a bucket it holds as soon as a thread registering
-// with urcu (a new thread's first lock) contends for urcu's lock.
 bool ForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (g_init.load(std::memory_order_acquire) != 2) return false;
-  // Registered first: urcu's handler below locks pthread mutexes, and
-  // registering then would wait for g_rcu_registration, held by us.
+  // Registered first: registering needs the registry lock taken below.
   CurrentThreadData();
-  g_rcu_registration.Lock();
-  // Exits already past their first round finish urcu's destructor (and
-  // release init_lock); new ones wait for g_rcu_registration. A fork from
-  // an exiting thread's own destructor does not wait for itself.
-  const int self = t_urcu_exit_pending ? 1 : 0;
-  while (g_urcu_exits.load(std::memory_order_acquire) > self) sched_yield();
-  urcu_bp_before_fork();
   Reg().lock.Lock();
   reinterpret_cast<BucketTable*>(g_table_storage)->LockAllForFork();
   return true;
@@ -227,8 +197,6 @@ bool ForkPrepare() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 void ForkParent() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   reinterpret_cast<BucketTable*>(g_table_storage)->UnlockAllAfterFork();
   Reg().lock.Unlock();
-  urcu_bp_after_fork_parent();
-  g_rcu_registration.Unlock();
 }
 
 void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -262,16 +230,15 @@ void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     r.parked[t_data.slot % Registry::kParkedShards].n.store(
         1, std::memory_order_relaxed);
   }
-  g_urcu_exits.store(t_urcu_exit_pending ? 1 : 0, std::memory_order_relaxed);
   r.lock.Unlock();
-  urcu_bp_after_fork_child();
-  g_rcu_registration.Unlock();
 }
 
 constexpr ForkHandlers kLotForkStep{ForkPrepare, ForkParent, ForkChild};
 
-__attribute__((constructor)) void RegisterForkHandlers() {
+// At load time: the fork step, and what the lot reads of the machine.
+__attribute__((constructor)) void AtLoad() {
   RegisterForkStep(ForkStep::kLot, &kLotForkStep);
+  ReadStartupCpus();
 }
 
 }  // namespace
@@ -314,14 +281,11 @@ ThreadData* internal::RegisterCurrentThread() {
   // Registered from here on: what follows may lock pthread mutexes, which
   // under the shim are this lot's and need this thread's data. glibc's
   // pthread_setspecific allocates (calloc, whose malloc may take a mutex)
-  // when the program created 32 keys before ours; liburcu's registration
-  // takes its pthread mutex. Neither may re-enter registration.
+  // when the program created 32 keys before ours; that must not re-enter
+  // registration.
   t_registered = true;
   // The value only needs to be non-null to run the exit destructor.
   pthread_setspecific(r.exit_key, td);
-  g_rcu_registration.Lock();
-  BucketTable::RegisterRcuReader();
-  g_rcu_registration.Unlock();
   table.MaybeGrow(live);
   return td;
 }

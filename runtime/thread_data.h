@@ -130,8 +130,7 @@ bool LotInitialized();
 // table ReadSection. After the first call: one TLS load, no allocation.
 // The first call per thread may allocate, outside the lot's own code:
 // glibc's pthread_setspecific callocs a second-level key block when the
-// program holds 32 or more keys, and liburcu-bp's reader registration may
-// mmap its registry arena; a table growth it triggers maps memory
+// program holds 32 or more keys; a table growth it triggers maps memory
 // (GlobalTable). The lot's own storage (ThreadData, the registry) is static
 // TLS and .bss.
 inline ThreadData* CurrentThreadData() {

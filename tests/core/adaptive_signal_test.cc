@@ -96,7 +96,6 @@ uint64_t Round(absl::Duration limit) {
   std::thread workers[2];
   for (int w = 0; w < 2; ++w) {
     workers[w] = std::thread([&, w] {
-      BucketTable::RegisterRcuReader();
       ids[w] = pthread_self();
       t_worker = w;
       ready.fetch_add(1);

@@ -73,9 +73,6 @@ template <typename Lock0>
 void TakeTurns(BucketTable& t, KeyPair keys, uint32_t turns, Lock0 lock0) {
   std::atomic<int> turn{0};
   auto body = [&](int me) {
-    // As the runtime registers every thread (unregistered readers pin the
-    // table and never grow it).
-    BucketTable::RegisterRcuReader();
     const uintptr_t key = me == 0 ? keys.a : keys.b;
     for (uint32_t i = 0; i < turns; ++i) {
       while (turn.load(std::memory_order_acquire) != me) sched_yield();
@@ -164,7 +161,6 @@ TEST(AdaptivePolicy, CyclingThreadsAreSampledAcrossTheirCycles) {
   ASSERT_EQ(n_lone, 2);
   std::atomic<int> turn{0};
   auto body = [&](int me) {
-    BucketTable::RegisterRcuReader();
     for (uint32_t i = 0; i < LocksForWindows(1); ++i) {
       while (turn.load(std::memory_order_acquire) != me) sched_yield();
       LockOnce(t, keys[me][i % kCycle]);
@@ -197,7 +193,6 @@ TEST(AdaptivePolicy, NoGrowthWithoutCollisions) {
   BucketTable t(Adaptive());
   const KeyPair keys = SameBucket(t);
   std::thread([&] {
-    BucketTable::RegisterRcuReader();
     for (uint32_t i = 0; i < LocksForWindows(4); ++i) {
       LockOnce(t, i % 2 == 0 ? keys.a : keys.b);
     }

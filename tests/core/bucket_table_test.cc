@@ -384,7 +384,6 @@ TEST(OutOfMemory, ReadersDuringFailingGrowth) {
   std::vector<std::thread> readers;
   for (int i = 0; i < 4; ++i) {
     readers.emplace_back([&, i] {
-      if (i % 2 == 0) BucketTable::RegisterRcuReader();
       Waiter w;
       const uintptr_t key = 0x9000 + 64 * uintptr_t(i);
       w.key.store(key, std::memory_order_relaxed);
@@ -597,7 +596,8 @@ TEST(LockBucketPair, ReturnsEachKeysBucket) {
 // remove it again, while a grower keeps growing the table. A waiter must
 // always be found in the current bucket of its key (growth moved it), and
 // no reader may touch a freed table (ASan/TSan would report it; a freed
-// mapping faults). Half the readers are liburcu readers, half pin the table.
+// mapping faults). Retired tables stay mapped, so readers on an old table
+// only retry.
 // Pairs of threads lock key pairs in opposite orders during growth: the
 // index ordering must keep them from deadlocking (the watchdog fires if
 // not).
@@ -613,7 +613,6 @@ TEST(BucketTableConcurrency, ReadersAndPairsDuringGrowth) {
     std::vector<std::thread> threads;
     for (int i = 0; i < kReaders; ++i) {
       threads.emplace_back([&, i] {
-        if (i % 2 == 0) BucketTable::RegisterRcuReader();
         Rng rng(iter * 100 + i);
         Waiter w;
         const uintptr_t key = 0x5000 + 64 * uintptr_t(i);

@@ -1,14 +1,15 @@
-// The read-side cost of the bucket table alone (issue 11): one
-// BucketTable::ReadSection per iteration on a growable table (a liburcu-bp
-// read-side section) vs on an immutable table (kFixed: no section), vs no
+// The read-side cost of the bucket table alone: one
+// BucketTable::ReadSection per iteration on a growable table (a
+// thread-local depth count; retired tables stay mapped, so no RCU section)
+// vs on an immutable table (kFixed: one load and branch), vs no
 // section at all; and LockBucket + UnlockBucket of one of 1,024 keys, in
 // turn, inside each (futex_hash's per-wait table work without the park).
 // One thread, no contention: the figures are the instructions and cycles
 // the section adds to every Park/Unpark, nothing else.
 //
-//   bazel run //bench:rcu_read_section -- --benchmark_repetitions=7 \
+//   bazel run //bench:read_section -- --benchmark_repetitions=7 \
 //       --benchmark_enable_random_interleaving=true
-//   valgrind --tool=callgrind bazel-bin/bench/rcu_read_section \
+//   valgrind --tool=callgrind bazel-bin/bench/read_section \
 //       --benchmark_min_time=0.01    (instructions per ReadSection call)
 #include <atomic>
 #include <cstdint>
@@ -60,7 +61,6 @@ const uintptr_t* Keys() {
 // Arg 0: 0 = no section, 1 = ReadSection on the immutable table,
 // 2 = ReadSection on the growable table.
 void Setup(benchmark::State& state, BucketTable** table) {
-  BucketTable::RegisterRcuReader();  // as the runtime does per thread
   *table = &Table(state.range(0));
   if (state.range(0) >= 2 && (*table)->immutable()) {
     state.SkipWithError("growable table is immutable");
