@@ -550,6 +550,11 @@ bool BucketTable::Replace(size_t target, bool for_collisions)
   // table changed): it stays mapped, freed only with the table.
   old->next_retired = retired_;
   retired_ = old;
+  retired_tables_.fetch_add(1, std::memory_order_relaxed);
+  if (static_cast<void*>(old) != inline_storage_) {
+    retired_bytes_.fetch_add(sizeof(Table) + old->size * sizeof(Bucket),
+                             std::memory_order_relaxed);
+  }
   grow_lock_.Unlock();
   return true;
 }

@@ -298,6 +298,15 @@ class BucketTable {
   uint64_t allocation_failures() const {
     return allocation_failures_.load(std::memory_order_relaxed);
   }
+  // Tables replaced by growths, still mapped (see "Retired tables stay
+  // mapped" below), and the bytes they map (the inline table, part of the
+  // object, counts as a table of 0 bytes).
+  uint64_t retired_tables() const {
+    return retired_tables_.load(std::memory_order_relaxed);
+  }
+  uint64_t retired_bytes() const {
+    return retired_bytes_.load(std::memory_order_relaxed);
+  }
   // True once the table can never change again (kFixed, or cap reached).
   bool immutable() const { return immutable_.load(std::memory_order_acquire); }
   const TableOptions& options() const { return options_; }
@@ -331,6 +340,8 @@ class BucketTable {
   std::atomic<uint64_t> growths_{0};
   std::atomic<uint64_t> allocation_failures_{0};
   std::atomic<uint64_t> collision_growths_{0};
+  std::atomic<uint64_t> retired_tables_{0};
+  std::atomic<uint64_t> retired_bytes_{0};
   mutable std::atomic<uint64_t> sampled_locks_{0};
   mutable std::atomic<uint64_t> sampled_collisions_{0};
   // kAdaptive: LockBucket samples collisions.

@@ -7,6 +7,7 @@ namespace parklot {
 std::string FormatStats(const Stats& s) {
   return absl::StrFormat(
       "table: %zu buckets, %u growths, %u growth failures\n"
+      "retired tables: %u, %u KiB (kept mapped)\n"
       "threads: %zu live, %u registered\n"
       "parks: %u (timed out %u, refused by validate %u)\n"
       "unparks: %u\n"
@@ -18,7 +19,8 @@ std::string FormatStats(const Stats& s) {
       "(holder descheduled)\n"
       "growth reasons: %u for threads, %u for collisions; collisions: %u of "
       "%u sampled bucket locks (%.1f%%)\n",
-      s.buckets, s.growths, s.growth_failures, s.live_threads,
+      s.buckets, s.growths, s.growth_failures, s.retired_tables,
+      (s.retired_bytes + 1023) / 1024, s.live_threads,
       s.threads_registered, s.parks, s.timeouts, s.invalid, s.unparks, s.spins,
       s.spin_acquired, s.handoffs, s.bucket_lock_contended,
       s.bucket_lock_spin_won, s.bucket_lock_slept, s.bucket_lock_sleeps,

@@ -39,6 +39,10 @@ struct Stats {
   // Of `growths`: those driven by measured collisions (policy adaptive;
   // BucketTable::kCollisionWindow); the others followed live threads.
   uint64_t collision_growths = 0;
+  // Tables replaced by growths, which stay mapped for the life of the
+  // process, and the bytes they map (less than the current table's).
+  uint64_t retired_tables = 0;
+  uint64_t retired_bytes = 0;
   // The adaptive policy's sample (1 in BucketTable::kCollisionSampleEvery
   // bucket locks) and, of them, collisions (the bucket's last sample was
   // another thread's, for another key).

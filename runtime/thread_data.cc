@@ -448,6 +448,8 @@ Stats GetStats() {
   s.growths = t.growths();
   s.growth_failures = t.allocation_failures();
   s.collision_growths = t.collision_growths();
+  s.retired_tables = t.retired_tables();
+  s.retired_bytes = t.retired_bytes();
   s.sampled_locks = t.sampled_locks();
   s.sampled_collisions = t.sampled_collisions();
   s.buckets = t.bucket_count();

@@ -482,6 +482,43 @@ TEST(MaybeGrow, FixedNeverGrows) {
 // Waiters of many keys interleaved in the queues; after each growth every
 // waiter must be found exactly once, in the bucket of its key, and the
 // waiters of each key in the order they were enqueued.
+// Retired tables stay mapped: a bucket pointer a reader loaded before two
+// growths still locks and unlocks (with a grace period the old tables were
+// unmapped: a fault, or ASan's use-after-unmap). Their count and bytes are
+// reported, and all of them together stay below the current table's.
+TEST(MaybeGrow, RetiredTablesStayMappedAndCounted) {
+  BucketTable t(Options(GrowthPolicy::kThreads));
+  const uintptr_t key = 0x7f0000004000;
+  Bucket* first = nullptr;
+  {
+    BucketTable::ReadSection rs(t);
+    first = t.LockBucket(key);
+    BucketTable::UnlockBucket(first);
+  }
+  EXPECT_EQ(t.retired_tables(), 0u);
+  size_t threads = 16;
+  Bucket* second = nullptr;
+  for (int g = 0; g < 6; ++g) {
+    threads *= 4;
+    ASSERT_TRUE(t.MaybeGrow(threads));
+    if (g == 0) {
+      BucketTable::ReadSection rs(t);
+      second = t.LockBucket(key);
+      BucketTable::UnlockBucket(second);
+    }
+  }
+  EXPECT_EQ(t.retired_tables(), 6u);
+  const uint64_t current = t.bucket_count() * sizeof(Bucket);
+  EXPECT_GT(t.retired_bytes(), 0u);
+  EXPECT_LT(t.retired_bytes(), current);
+  // The inline table (16 buckets) and the first mapped one (256).
+  first->lock.Lock();
+  first->lock.Unlock();
+  second->lock.Lock();
+  EXPECT_EQ(second->head, nullptr);
+  second->lock.Unlock();
+}
+
 TEST(MaybeGrow, MovesWaitersKeepingPerKeyFifoOrder) {
   BucketTable t(Options(GrowthPolicy::kThreads));
   constexpr int kKeys = 61, kPerKey = 33;

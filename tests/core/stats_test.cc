@@ -127,11 +127,13 @@ TEST(Stats, FormatStatsShowsEveryCounter) {
   s.collision_growths = 5;
   s.sampled_locks = 4096;
   s.sampled_collisions = 1024;
+  s.retired_tables = 22;
+  s.retired_bytes = 23 * 1024;
   const std::string text = FormatStats(s);
   for (const char* want :
        {"13 for threads, 5 for collisions", "1024 of 4096 sampled",
         "(25.0%)", "4096 buckets", "18 growths", "21 growth failures", "19 live", "20 registered",
-        "parks: 11", "timed out 13", "refused by validate 14", "unparks: 12",
+        "retired tables: 22, 23 KiB", "parks: 11", "timed out 13", "refused by validate 14", "unparks: 12",
         "15 phases", "16 acquired", "handoffs: 17"}) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
   }
