@@ -69,6 +69,7 @@ int pthread_barrier_destroy(pthread_barrier_t* b) {
 
 int pthread_barrier_wait(pthread_barrier_t* b) {
   if (!Ours(b)) return RealGlibc().barrier_wait(b);
+  if (StatsOn()) CountOp(Op::kBarrierWait);
   return View(b)->barrier.Wait() ? PTHREAD_BARRIER_SERIAL_THREAD : 0;
 }
 

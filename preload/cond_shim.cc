@@ -37,7 +37,7 @@ int GlibcUnlockError(const pthread_mutex_t* m) {
   const bool checked = (kind & (kKindRobust | kKindPrioInherit)) != 0 ||
                        type == PTHREAD_MUTEX_RECURSIVE ||
                        type == PTHREAD_MUTEX_ERRORCHECK;
-  return checked && m->__data.__owner != gettid() ? EPERM : 0;
+  return checked && m->__data.__owner != CurrentTid() ? EPERM : 0;
 }
 
 // The mutex's side of a condvar wait on a mutex the shim runs, as glibc's

@@ -95,7 +95,7 @@ ThreadRecord* FindRecord() {
     r->busy = false;
     r->waiting_on.store(0, std::memory_order_relaxed);
     for (auto& c : r->cache) c.epoch = ~uint64_t{0};
-    r->tid.store(gettid(), std::memory_order_relaxed);
+    r->tid.store(CurrentTid(), std::memory_order_relaxed);
     r->slot.store(td->slot, std::memory_order_release);
     uint32_t used = g_records_used.load(std::memory_order_relaxed);
     while (used <= td->index &&
@@ -458,7 +458,7 @@ void ForkChild() {
   for (uint32_t i = 0; i < used; ++i) {
     ThreadRecord& r = g_records[i];
     if (r.slot.load(std::memory_order_relaxed) == self) {
-      r.tid.store(gettid(), std::memory_order_relaxed);
+      r.tid.store(CurrentTid(), std::memory_order_relaxed);
       continue;
     }
     r.slot.store(kNoSlot, std::memory_order_relaxed);

@@ -5,38 +5,62 @@
 // program passes the object its locks, or the object's locks are the
 // program's) do not know each other's lock words: both sides hang.
 //
-// The shim interposes dlopen. Without the flag it jumps to glibc's with the
-// caller's frame intact: glibc picks the caller's search path (its
-// DT_RUNPATH) and namespace by the return address. With the flag, after the
-// load it points the new objects' GOT entries for what the shim serves at
-// the shim's functions, as the lookup without the flag would have, unless
-// the object's own scope defines them itself (the reason to ask for the
-// flag). The object's constructors have run by then, against glibc's
-// functions. A library calling dlopen with the flag for a bare file name
-// gets the search path of the calling object, found with dlinfo, as glibc
-// would use it. Thread-safe: concurrent loads rebind to the same values,
-// each GOT entry with one aligned store.
+// The shim exports dlopen and dlmopen. Without the flag (and while no
+// DEEPBIND load has happened) they jump to glibc's with the caller's frame
+// intact. Otherwise glibc's is called with a return address inside the
+// caller's object (a `ret` byte of its code, which returns to the shim), so
+// glibc still picks the caller's $ORIGIN, RUNPATH and namespace and does
+// its whole search itself (sonames, RTLD_NOLOAD, wrong-class files). After
+// the load the shim points, in the handle's object and the objects loaded
+// with it, the GOT entries (and text relocations) of the functions the
+// global scope finds in the shim at what that lookup gives, when and only
+// when they still hold glibc's function (or an unresolved lazy PLT entry):
+// an object's own definitions, and pointers a constructor or another
+// library stored, stay. The objects' constructors have run by then, against
+// glibc's functions.
+//
+// Thread safety: the rebinding runs inside dl_iterate_phdr, under the
+// loader's own write lock, so no object it reads is unmapped meanwhile and
+// rebindings never overlap; it calls nothing that takes the loader's main
+// lock (lookups are made before). Every slow-path dlopen repeats it for the
+// handle it returns (it changes nothing the second time), so a thread that
+// gets a handle another thread is still rebinding waits for that lock and
+// returns only once the rebinding is done. Under a shadow stack the `ret`
+// trick would fault: glibc is then called from the shim, which it sees as
+// the caller.
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <link.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
-#include <string>
+#include <vector>
 
 #include "preload/shim.h"
+
+extern "C" {
+// Set at the first DEEPBIND dlopen; from then on the stubs take the slow
+// path for every base-namespace load (see the thread-safety note).
+__attribute__((visibility("hidden"))) unsigned char parklot_deepbind_used = 0;
+// Calls fn(a, b, c) with `gadget` (a `ret` byte) as its return address.
+__attribute__((visibility("hidden"))) void* ParklotCallAs(const void* fn,
+                                                          uintptr_t a,
+                                                          uintptr_t b,
+                                                          uintptr_t c,
+                                                          uintptr_t gadget);
+// The shadow-stack pointer, 0 when shadow stacks are off (rdssp is a no-op
+// then).
+__attribute__((visibility("hidden"))) uintptr_t ParklotShadowStack();
+}
 
 namespace parklot::preload {
 namespace {
 
-// The base address of the object holding `p`, or 0.
-uintptr_t ObjectBase(const void* p) {
-  Dl_info info;
-  if (p == nullptr || dladdr(p, &info) == 0) return 0;
-  return reinterpret_cast<uintptr_t>(info.dli_fbase);
-}
+uintptr_t PageSize() { return static_cast<uintptr_t>(getpagesize()); }
 
 // The absolute address of a dynamic-section pointer: glibc relocates them
 // in place, except in read-only dynamic sections.
@@ -44,51 +68,227 @@ uintptr_t DynPtr(const link_map* m, uintptr_t p) {
   return p < m->l_addr ? p + m->l_addr : p;
 }
 
-struct Relro {
-  uintptr_t start = 0, end = 0;  // page-rounded
+// The string `tag` names in `m`'s dynamic section (DT_SONAME, ...), or for
+// DT_STRTAB the string table itself; null if absent.
+const char* DynString(const link_map* m, ElfW(Sxword) tag) {
+  const char* strtab = nullptr;
+  uintptr_t offset = 0;
+  bool found = false;
+  for (const ElfW(Dyn)* d = m->l_ld; d != nullptr && d->d_tag != DT_NULL; ++d) {
+    if (d->d_tag == DT_STRTAB) {
+      strtab = reinterpret_cast<const char*>(DynPtr(m, d->d_un.d_ptr));
+    }
+    if (d->d_tag == tag) {
+      offset = d->d_un.d_val;
+      found = true;
+    }
+  }
+  if (tag == DT_STRTAB) return strtab;
+  return found && strtab != nullptr ? strtab + offset : nullptr;
+}
+
+// A function the global scope finds in the shim, with what that lookup
+// gives (the shim's, or a non-PIE program's PLT entry that leads to it).
+struct Served {
+  const char* name;
+  uintptr_t target;
 };
 
-Relro RelroOf(const link_map* m) {
-  struct Query {
-    const link_map* m;
-    Relro relro;
-  } q{m, {}};
+bool ByName(const Served& a, const Served& b) {
+  return strcmp(a.name, b.name) < 0;
+}
+
+// The number of symbols in a DT_GNU_HASH table.
+size_t GnuHashSymbols(const uint32_t* h) {
+  const uint32_t nbuckets = h[0], symoffset = h[1], bloom = h[2];
+  const uint32_t* buckets = h + 4 + bloom * (sizeof(ElfW(Addr)) / 4);
+  const uint32_t* chain = buckets + nbuckets;
+  uint32_t last = 0;
+  for (uint32_t i = 0; i < nbuckets; ++i) last = std::max(last, buckets[i]);
+  if (last < symoffset) return symoffset;
+  while ((chain[last - symoffset] & 1) == 0) ++last;
+  return last + 1;
+}
+
+// The shim's exported functions that the global scope binds to it. Built
+// once, before glibc's dlopen is called (dlsym takes the loader's lock and
+// sets dlerror, which the program reads after dlopen).
+std::vector<Served> BuildServed() {
+  std::vector<Served> out;
+  Dl_info info;
+  link_map* shim = nullptr;
+  if (dladdr1(reinterpret_cast<const void*>(&BuildServed), &info,
+              reinterpret_cast<void**>(&shim), RTLD_DL_LINKMAP) == 0 ||
+      shim == nullptr) {
+    return out;
+  }
+  const ElfW(Sym)* symtab = nullptr;
+  const char* strtab = nullptr;
+  const uint32_t* gnu_hash = nullptr;
+  for (const ElfW(Dyn)* d = shim->l_ld; d->d_tag != DT_NULL; ++d) {
+    const uintptr_t p = DynPtr(shim, d->d_un.d_ptr);
+    if (d->d_tag == DT_SYMTAB) symtab = reinterpret_cast<const ElfW(Sym)*>(p);
+    if (d->d_tag == DT_STRTAB) strtab = reinterpret_cast<const char*>(p);
+    if (d->d_tag == DT_GNU_HASH) gnu_hash = reinterpret_cast<const uint32_t*>(p);
+  }
+  if (symtab == nullptr || strtab == nullptr || gnu_hash == nullptr) return out;
+  const size_t n = GnuHashSymbols(gnu_hash);
+  for (size_t i = 1; i < n; ++i) {
+    const ElfW(Sym)& s = symtab[i];
+    if (s.st_shndx == SHN_UNDEF || ELF64_ST_TYPE(s.st_info) != STT_FUNC ||
+        ELF64_ST_BIND(s.st_info) == STB_LOCAL) {
+      continue;
+    }
+    const char* name = strtab + s.st_name;
+    const uintptr_t own = shim->l_addr + s.st_value;
+    const uintptr_t global =
+        reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, name));
+    bool keep = global == own;
+    if (!keep && global != 0) {
+      // A non-PIE program that takes the function's address defines it as
+      // its PLT entry (an undefined symbol with a value): pointers compare
+      // equal to the program's, calls reach the shim through the program's
+      // GOT.
+      Dl_info at;
+      link_map* lm = nullptr;
+      ElfW(Sym)* sym = nullptr;
+      void* p = reinterpret_cast<void*>(global);
+      keep = dladdr1(p, &at, reinterpret_cast<void**>(&lm), RTLD_DL_LINKMAP) !=
+                 0 &&
+             lm != nullptr && lm->l_prev == nullptr &&
+             dladdr1(p, &at, reinterpret_cast<void**>(&sym), RTLD_DL_SYMENT) !=
+                 0 &&
+             sym != nullptr && sym->st_shndx == SHN_UNDEF &&
+             at.dli_sname != nullptr && strcmp(at.dli_sname, name) == 0;
+    }
+    if (keep) out.push_back({name, global});
+  }
+  std::sort(out.begin(), out.end(), ByName);
+  return out;
+}
+
+const std::vector<Served>& ServedFunctions() {
+  static const std::vector<Served> served = BuildServed();
+  return served;
+}
+
+const Served* FindServed(const std::vector<Served>& served, const char* name) {
+  const Served key{name, 0};
+  auto it = std::lower_bound(served.begin(), served.end(), key, ByName);
+  return it != served.end() && strcmp(it->name, name) == 0 ? &*it : nullptr;
+}
+
+// An object as dl_iterate_phdr shows it.
+struct Object {
+  uintptr_t addr;
+  const char* name;  // glibc's l_name: identifies the link_map
+  const ElfW(Phdr)* phdr;
+  int phnum;
+};
+
+bool Contains(const Object& o, uintptr_t p, uint32_t need_flags) {
+  for (int i = 0; i < o.phnum; ++i) {
+    const ElfW(Phdr)& ph = o.phdr[i];
+    if (ph.p_type == PT_LOAD && (ph.p_flags & need_flags) == need_flags &&
+        p >= o.addr + ph.p_vaddr && p < o.addr + ph.p_vaddr + ph.p_memsz) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Object ToObject(const dl_phdr_info* info) {
+  return {info->dlpi_addr, info->dlpi_name, info->dlpi_phdr, info->dlpi_phnum};
+}
+
+// The first `ret` byte in the code of `o`, or 0.
+uintptr_t RetByte(const Object& o) {
+  for (int i = 0; i < o.phnum; ++i) {
+    const ElfW(Phdr)& ph = o.phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & (PF_X | PF_R)) != (PF_X | PF_R)) {
+      continue;
+    }
+    const void* ret =
+        memchr(reinterpret_cast<const void*>(o.addr + ph.p_vaddr), 0xc3,
+               ph.p_filesz);
+    if (ret != nullptr) return reinterpret_cast<uintptr_t>(ret);
+  }
+  return 0;
+}
+
+// A `ret` instruction in the code of the object glibc will take for the
+// caller's: the one holding `caller`, else (code outside every object) the
+// main program, listed first. 0 if none.
+uintptr_t ReturnGadget(const void* caller) {
+  struct Pick {
+    uintptr_t caller;
+    uintptr_t main_gadget = 0, caller_gadget = 0;
+    bool first = true, found = false;
+  } p{reinterpret_cast<uintptr_t>(caller)};
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* arg) {
-        auto* q = static_cast<Query*>(arg);
-        if (info->dlpi_addr != q->m->l_addr) return 0;
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-          if (ph.p_type != PT_GNU_RELRO) continue;
-          const uintptr_t page = static_cast<uintptr_t>(getpagesize());
-          const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
-          q->relro.start = start & ~(page - 1);
-          q->relro.end = (start + ph.p_memsz + page - 1) & ~(page - 1);
-        }
+        auto* p = static_cast<Pick*>(arg);
+        const Object o = ToObject(info);
+        if (p->first) p->main_gadget = RetByte(o);
+        p->first = false;
+        if (!Contains(o, p->caller, 0)) return 0;
+        p->caller_gadget = RetByte(o);
+        p->found = true;
         return 1;
       },
-      &q);
-  return q.relro;
+      &p);
+  return p.found ? p.caller_gadget : p.main_gadget;
 }
 
-// Writes `value` into the GOT entry at `slot`, opening a read-only
-// (RELRO) page for the store.
-void WriteSlot(uintptr_t slot, uintptr_t value, const Relro& relro) {
-  const bool read_only = slot >= relro.start && slot < relro.end;
-  const uintptr_t page = slot & ~(static_cast<uintptr_t>(getpagesize()) - 1);
-  if (read_only && mprotect(reinterpret_cast<void*>(page), getpagesize(),
-                            PROT_READ | PROT_WRITE) != 0) {
+// Whether the lazy PLT slot `index` still holds its unresolved value, the
+// address of its entry's `push $index` (after an endbr64 in IBT PLTs).
+bool UnresolvedLazy(const Object& o, uintptr_t value, size_t index) {
+  if (!Contains(o, value, PF_X | PF_R) || !Contains(o, value + 9, PF_X | PF_R)) {
+    return false;
+  }
+  const auto* code = reinterpret_cast<const unsigned char*>(value);
+  static const unsigned char kEndbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+  if (memcmp(code, kEndbr64, 4) == 0) code += 4;
+  uint32_t pushed;
+  memcpy(&pushed, code + 1, 4);
+  return code[0] == 0x68 && pushed == index;
+}
+
+// Stores `value` at `slot` in `o`. A page the loader left without write
+// access (RELRO, or code with text relocations) is opened for the store
+// alone and given back exactly its protection: RELRO as glibc rounds it
+// (whole pages inside the segment), else its segment's.
+void WriteSlot(const Object& o, uintptr_t slot, uintptr_t value) {
+  const uintptr_t page = slot & ~(PageSize() - 1);
+  int prot = -1;
+  for (int i = 0; i < o.phnum; ++i) {
+    const ElfW(Phdr)& ph = o.phdr[i];
+    const uintptr_t start = o.addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && slot >= start && slot < start + ph.p_memsz) {
+      prot = ((ph.p_flags & PF_R) ? PROT_READ : 0) |
+             ((ph.p_flags & PF_W) ? PROT_WRITE : 0) |
+             ((ph.p_flags & PF_X) ? PROT_EXEC : 0);
+    }
+  }
+  for (int i = 0; i < o.phnum; ++i) {
+    const ElfW(Phdr)& ph = o.phdr[i];
+    const uintptr_t start = (o.addr + ph.p_vaddr) & ~(PageSize() - 1);
+    const uintptr_t end = (o.addr + ph.p_vaddr + ph.p_memsz) & ~(PageSize() - 1);
+    if (ph.p_type == PT_GNU_RELRO && slot >= start && slot < end) prot = PROT_READ;
+  }
+  if (prot < 0) return;
+  void* p = reinterpret_cast<void*>(page);
+  if ((prot & PROT_WRITE) == 0 && mprotect(p, PageSize(), prot | PROT_WRITE) != 0) {
     return;
   }
-  __atomic_store_n(reinterpret_cast<uintptr_t*>(slot), value,
-                   __ATOMIC_RELEASE);
-  if (read_only) mprotect(reinterpret_cast<void*>(page), getpagesize(), PROT_READ);
+  __atomic_store_n(reinterpret_cast<uintptr_t*>(slot), value, __ATOMIC_RELEASE);
+  if ((prot & PROT_WRITE) == 0) mprotect(p, PageSize(), prot);
 }
 
-// Points `m`'s GOT entries that `handle`'s scope binds to glibc, for
-// functions the global scope finds in the shim, at the shim's.
-void RebindObject(const link_map* m, void* handle, uintptr_t shim_base,
-                  uintptr_t libc_base) {
+// Points `o`'s slots for served functions that still hold glibc's function
+// (an address in libc) or an unresolved lazy entry at the served target.
+void RebindObject(const link_map* m, const Object& o, const Object& libc,
+                  const std::vector<Served>& served) {
   const ElfW(Sym)* symtab = nullptr;
   const char* strtab = nullptr;
   const ElfW(Rela)* tables[2] = {nullptr, nullptr};
@@ -112,8 +312,6 @@ void RebindObject(const link_map* m, void* handle, uintptr_t shim_base,
     }
   }
   if (symtab == nullptr || strtab == nullptr) return;
-  Relro relro;
-  bool relro_known = false;
   for (int t = 0; t < 2; ++t) {
     if (tables[t] == nullptr) continue;
     for (size_t i = 0; i < sizes[t] / sizeof(ElfW(Rela)); ++i) {
@@ -129,99 +327,179 @@ void RebindObject(const link_map* m, void* handle, uintptr_t shim_base,
           (sym_type != STT_FUNC && sym_type != STT_NOTYPE)) {
         continue;
       }
-      const char* name = strtab + sym.st_name;
-      void* global = dlsym(RTLD_DEFAULT, name);
-      if (ObjectBase(global) != shim_base) continue;
-      void* deep = dlsym(handle, name);
-      if (deep == global || ObjectBase(deep) != libc_base) continue;
+      const Served* s = FindServed(served, strtab + sym.st_name);
+      if (s == nullptr) continue;
       const uintptr_t slot = m->l_addr + r.r_offset;
-      if (*reinterpret_cast<const uintptr_t*>(slot) ==
-          reinterpret_cast<uintptr_t>(global)) {
-        continue;
+      const uintptr_t value = *reinterpret_cast<const uintptr_t*>(slot);
+      if (value == s->target) continue;
+      if (Contains(libc, value, 0) ||
+          (type == R_X86_64_JUMP_SLOT && UnresolvedLazy(o, value, i))) {
+        WriteSlot(o, slot, s->target);
       }
-      if (!relro_known) {
-        relro = RelroOf(m);
-        relro_known = true;
-      }
-      WriteSlot(slot, reinterpret_cast<uintptr_t>(global), relro);
     }
   }
 }
 
-// The full path of `file` on the search path of the object holding
-// `caller`, or "" (then glibc's own search from the shim is as good).
-std::string FindForCaller(const char* file, const void* caller) {
-  if (strchr(file, '/') != nullptr) return "";
-  Dl_info info;
-  link_map* lm = nullptr;
-  if (dladdr1(caller, &info, reinterpret_cast<void**>(&lm), RTLD_DL_LINKMAP) ==
-          0 ||
-      lm == nullptr) {
-    return "";
+// Whether `m` is the object glibc finds for the needed name `name`.
+bool NameMatches(const link_map* m, const char* name) {
+  if (m->l_name == nullptr) return false;
+  const char* base = strrchr(m->l_name, '/');
+  base = base != nullptr ? base + 1 : m->l_name;
+  const char* soname = DynString(m, DT_SONAME);
+  return strcmp(m->l_name, name) == 0 || strcmp(base, name) == 0 ||
+         (soname != nullptr && strcmp(soname, name) == 0);
+}
+
+struct RebindJob {
+  link_map* handle;
+  const std::vector<Object>* objects;
+  const Object* libc;
+  uintptr_t shim_addr;
+  const std::vector<Served>* served;
+};
+
+const Object* Find(const std::vector<Object>& objects, const link_map* m) {
+  for (const Object& o : objects) {
+    if (o.addr == m->l_addr && o.name == m->l_name) return &o;
   }
-  Dl_serinfo size;
-  if (dlinfo(lm, RTLD_DI_SERINFOSIZE, &size) != 0) return "";
-  // A handle is a link_map in glibc. Sized by glibc; malloc is safe here
-  // (dlopen allocates anyway).
-  auto* paths = static_cast<Dl_serinfo*>(malloc(size.dls_size));
-  if (paths == nullptr) return "";
-  std::string found;
-  if (dlinfo(lm, RTLD_DI_SERINFOSIZE, paths) == 0 &&
-      dlinfo(lm, RTLD_DI_SERINFO, paths) == 0) {
-    for (unsigned i = 0; i < paths->dls_cnt && found.empty(); ++i) {
-      std::string candidate =
-          std::string(paths->dls_serpath[i].dls_name) + "/" + file;
-      if (access(candidate.c_str(), F_OK) == 0) found = std::move(candidate);
+  return nullptr;
+}
+
+// The rebinding proper, inside dl_iterate_phdr (the loader's write lock
+// held: the lists do not change, nothing listed is unmapped). The handle's
+// object and those after it that glibc loaded as its dependencies: glibc
+// loads one dlopen's objects together under its lock, appending them in
+// order, each the first match of a DT_NEEDED name of one before it.
+int RebindLocked(dl_phdr_info*, size_t, void* arg) {
+  const auto* job = static_cast<const RebindJob*>(arg);
+  const link_map* head = job->handle;
+  while (head->l_prev != nullptr) head = head->l_prev;
+  std::vector<const link_map*> run{job->handle};
+  for (const link_map* m = job->handle->l_next; m != nullptr; m = m->l_next) {
+    bool needed = false;
+    for (size_t k = 0; k < run.size() && !needed; ++k) {
+      const link_map* user = run[k];
+      const char* strtab = DynString(user, DT_STRTAB);
+      for (const ElfW(Dyn)* d = user->l_ld; d != nullptr && d->d_tag != DT_NULL;
+           ++d) {
+        if (d->d_tag != DT_NEEDED || strtab == nullptr) continue;
+        const char* name = strtab + d->d_un.d_val;
+        const link_map* first = head;
+        while (first != nullptr && !NameMatches(first, name)) first = first->l_next;
+        if (first == m) {
+          needed = true;
+          break;
+        }
+      }
     }
+    if (!needed) break;
+    run.push_back(m);
   }
-  free(paths);
-  return found;
+  for (const link_map* m : run) {
+    const Object* o = Find(*job->objects, m);
+    if (o == nullptr || o->addr == job->libc->addr || o->addr == job->shim_addr) {
+      continue;
+    }
+    RebindObject(m, *o, *job->libc, *job->served);
+  }
+  return 1;
+}
+
+void Rebind(link_map* handle, const std::vector<Served>& served) {
+  struct Collect {
+    std::vector<Object> objects;
+    uintptr_t libc_fn, shim_fn;
+    Object libc{}, shim{};
+  } c;
+  c.libc_fn = reinterpret_cast<uintptr_t>(RealGlibc().mutex_lock);
+  c.shim_fn = reinterpret_cast<uintptr_t>(&Rebind);
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* arg) {
+        auto* c = static_cast<Collect*>(arg);
+        const Object o = ToObject(info);
+        c->objects.push_back(o);
+        if (Contains(o, c->libc_fn, 0)) c->libc = o;
+        if (Contains(o, c->shim_fn, 0)) c->shim = o;
+        return 0;
+      },
+      &c);
+  if (c.libc.phdr == nullptr || c.shim.phdr == nullptr) return;
+  RebindJob job{handle, &c.objects, &c.libc, c.shim.addr, &served};
+  dl_iterate_phdr(RebindLocked, &job);
 }
 
 }  // namespace
 }  // namespace parklot::preload
 
 extern "C" {
-// glibc's dlopen for the stub below, which cannot call RealGlibc(): set at
-// the first call (dlopen may come before the shim's constructor, from
+// glibc's functions for the stubs below, which cannot call RealGlibc(): set
+// at the first call (dlopen may come before the shim's constructor, from
 // another preloaded library's).
 __attribute__((visibility("hidden"))) void* (*parklot_glibc_dlopen)(const char*,
                                                                    int) = nullptr;
+__attribute__((visibility("hidden"))) void* (*parklot_glibc_dlmopen)(
+    Lmid_t, const char*, int) = nullptr;
 
-__attribute__((visibility("hidden"))) void* (*ParklotResolveDlopen())(
-    const char*, int) {
-  auto fn = parklot::preload::RealGlibc().dlopen;
-  __atomic_store_n(&parklot_glibc_dlopen, fn, __ATOMIC_RELEASE);
-  return fn;
+__attribute__((visibility("hidden"))) void ParklotResolveDlopen() {
+  const auto& g = parklot::preload::RealGlibc();
+  __atomic_store_n(&parklot_glibc_dlmopen, g.dlmopen, __ATOMIC_RELEASE);
+  __atomic_store_n(&parklot_glibc_dlopen, g.dlopen, __ATOMIC_RELEASE);
 }
 
-// dlopen(file, flags | RTLD_DEEPBIND) from `caller` (the return address).
-__attribute__((visibility("hidden"))) void* ParklotDlopenDeepbind(
-    const char* file, int flags, const void* caller) {
+// glibc's dlopen (`dlmopen`: dlmopen(lmid, ...)) called for `caller` (the
+// program's return address), then the rebinding.
+__attribute__((visibility("hidden"))) void* ParklotOpenSlow(
+    const char* file, int flags, const void* caller, Lmid_t lmid, bool dlmopen) {
   using namespace parklot::preload;
-  std::string path = file != nullptr ? FindForCaller(file, caller) : "";
-  void* handle = RealGlibc().dlopen(path.empty() ? file : path.c_str(), flags);
-  if (handle == nullptr) return nullptr;
-  link_map* lm = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm == nullptr) return handle;
-  const uintptr_t shim_base =
-      ObjectBase(reinterpret_cast<const void*>(&ParklotDlopenDeepbind));
-  const uintptr_t libc_base =
-      ObjectBase(reinterpret_cast<const void*>(RealGlibc().mutex_lock));
-  for (const link_map* m = lm; m != nullptr; m = m->l_next) {
-    const uintptr_t base = m->l_addr;
-    if (base == shim_base || base == libc_base) continue;
-    RebindObject(m, handle, shim_base, libc_base);
+  if ((flags & RTLD_DEEPBIND) != 0) {
+    __atomic_store_n(&parklot_deepbind_used, 1, __ATOMIC_RELAXED);
   }
+  const std::vector<Served>& served = ServedFunctions();
+  const void* fn = dlmopen ? reinterpret_cast<const void*>(RealGlibc().dlmopen)
+                           : reinterpret_cast<const void*>(RealGlibc().dlopen);
+  const uintptr_t a = dlmopen ? static_cast<uintptr_t>(lmid)
+                              : reinterpret_cast<uintptr_t>(file);
+  const uintptr_t b = dlmopen ? reinterpret_cast<uintptr_t>(file)
+                              : static_cast<uintptr_t>(flags);
+  const uintptr_t c = static_cast<uintptr_t>(flags);
+  const uintptr_t gadget = ParklotShadowStack() == 0 ? ReturnGadget(caller) : 0;
+  void* handle;
+  if (gadget != 0) {
+    handle = ParklotCallAs(fn, a, b, c, gadget);
+  } else if (dlmopen) {
+    handle = RealGlibc().dlmopen(lmid, file, flags);
+  } else {
+    handle = RealGlibc().dlopen(file, flags);
+  }
+  if (handle == nullptr || file == nullptr) return handle;
+  const int saved_errno = errno;
+  Rebind(static_cast<link_map*>(handle), served);
+  errno = saved_errno;
   return handle;
 }
+
+__attribute__((visibility("hidden"))) void* ParklotDlopenSlow(const char* file,
+                                                             int flags,
+                                                             const void* caller) {
+  return ParklotOpenSlow(file, flags, caller, LM_ID_BASE, false);
 }
 
-static_assert(RTLD_DEEPBIND == 8, "the dlopen stub tests bit 3");
+__attribute__((visibility("hidden"))) void* ParklotDlmopenSlow(
+    Lmid_t lmid, const char* file, int flags, const void* caller) {
+  return ParklotOpenSlow(file, flags, caller, lmid, true);
+}
+}
 
-// The exported dlopen: a jump to glibc's without the flag (so glibc sees
-// the program's return address), else the rebinding path above with the
-// return address as the caller.
+static_assert(RTLD_DEEPBIND == 8, "the dlopen stubs test bit 3");
+static_assert(LM_ID_BASE == 0, "the dlmopen stub tests for 0");
+
+// The exported dlopen and dlmopen: a jump to glibc's (so glibc sees the
+// program's return address) unless the flag is given or a DEEPBIND load
+// happened before, and for dlmopen the namespace is the base one (others
+// hold no shim); else the slow path above with the return address as the
+// caller. ParklotCallAs pushes its continuation and then `gadget` as the
+// return address: glibc returns to the gadget, whose `ret` returns to the
+// continuation.
 asm(R"(
   .text
   .globl dlopen
@@ -230,15 +508,18 @@ asm(R"(
 dlopen:
   .cfi_startproc
   endbr64
+.Ldlopen_again:
   test $8, %esi
   jnz 1f
+  cmpb $0, parklot_deepbind_used(%rip)
+  jne 1f
   mov parklot_glibc_dlopen(%rip), %rax
   test %rax, %rax
   jz 2f
   jmp *%rax
 1:
   mov (%rsp), %rdx
-  jmp ParklotDlopenDeepbind
+  jmp ParklotDlopenSlow
 2:
   push %rdi
   .cfi_adjust_cfa_offset 8
@@ -253,7 +534,87 @@ dlopen:
   .cfi_adjust_cfa_offset -8
   pop %rdi
   .cfi_adjust_cfa_offset -8
-  jmp *%rax
+  jmp .Ldlopen_again
   .cfi_endproc
   .size dlopen, .-dlopen
+
+  .globl dlmopen
+  .type dlmopen, @function
+  .p2align 4
+dlmopen:
+  .cfi_startproc
+  endbr64
+.Ldlmopen_again:
+  test %rdi, %rdi
+  jnz 3f
+  test $8, %edx
+  jnz 1f
+  cmpb $0, parklot_deepbind_used(%rip)
+  jne 1f
+3:
+  mov parklot_glibc_dlmopen(%rip), %rax
+  test %rax, %rax
+  jz 2f
+  jmp *%rax
+1:
+  mov (%rsp), %rcx
+  jmp ParklotDlmopenSlow
+2:
+  push %rdi
+  .cfi_adjust_cfa_offset 8
+  push %rsi
+  .cfi_adjust_cfa_offset 8
+  push %rdx
+  .cfi_adjust_cfa_offset 8
+  call ParklotResolveDlopen
+  pop %rdx
+  .cfi_adjust_cfa_offset -8
+  pop %rsi
+  .cfi_adjust_cfa_offset -8
+  pop %rdi
+  .cfi_adjust_cfa_offset -8
+  jmp .Ldlmopen_again
+  .cfi_endproc
+  .size dlmopen, .-dlmopen
+
+  .globl ParklotCallAs
+  .hidden ParklotCallAs
+  .type ParklotCallAs, @function
+  .p2align 4
+ParklotCallAs:
+  .cfi_startproc
+  endbr64
+  push %rbp
+  .cfi_def_cfa_offset 16
+  .cfi_offset %rbp, -16
+  mov %rsp, %rbp
+  .cfi_def_cfa_register %rbp
+  mov %rdi, %rax
+  mov %rsi, %rdi
+  mov %rdx, %rsi
+  mov %rcx, %rdx
+  lea 1f(%rip), %rcx
+  sub $8, %rsp
+  push %rcx
+  push %r8
+  jmp *%rax
+1:
+  leave
+  .cfi_def_cfa %rsp, 8
+  ret
+  .cfi_endproc
+  .size ParklotCallAs, .-ParklotCallAs
+
+  .globl ParklotShadowStack
+  .hidden ParklotShadowStack
+  .type ParklotShadowStack, @function
+  .p2align 4
+ParklotShadowStack:
+  .cfi_startproc
+  endbr64
+  xor %eax, %eax
+  rdsspq %rax
+  ret
+  .cfi_endproc
+  .size ParklotShadowStack, .-ParklotShadowStack
 )");

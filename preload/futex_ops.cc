@@ -133,46 +133,64 @@ void Count(std::atomic<uint64_t>* table, int cmd) {
 // bucket lock held or not. Every other SIGSEGV and SIGBUS gets the
 // program's action, as the kernel would have run it.
 //
-// From Init() on, the program's actions for the two signals are kept here;
-// the shim's sigaction() and signal() family (futex_shim.cc) read and set
-// them through ProgramSigaction, and the kernel keeps ours, with the
-// program's mask and delivery flags. (Programs reset SIGSEGV to SIG_DFL or
-// install crash handlers; neither may take the served calls' faults.)
+// From Init() on, the kernel holds our handler for the two signals, with
+// the program's mask and flags (but SA_RESETHAND, which we honour: the
+// kernel's reset would give our own faults the default action), and the
+// program's handler and its SA_SIGINFO and SA_RESETHAND choices are kept
+// here. The shim's sigaction() and signal() family (signal_shim.cc) set and
+// read them through ProgramSigaction, which reads the rest back from the
+// kernel, so that the program sees the kernel's answer: the mask without
+// SIGKILL and SIGSTOP, unknown flags dropped, glibc's restorer. (Programs
+// reset SIGSEGV to SIG_DFL or install crash handlers; neither may take the
+// served calls' faults.)
 
 SigactionFn g_kernel_sigaction = ::sigaction;
 std::atomic<bool> g_handling_faults{false};
 
 int FaultIndex(int sig) { return sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : -1; }
 
-// The program's action per signal: a ring of versions, each written whole
-// before it is published, so that the handler (which may interrupt a
-// writer, or run beside one) copies a complete one.
-constexpr uint32_t kVersions = 8;
-struct sigaction g_program[2][kVersions];
-std::atomic<uint32_t> g_program_next[2];
-std::atomic<uint32_t> g_program_current[2];
+// The program's handler per signal in one word, so that the handler (which
+// may interrupt a writer, or run beside one) reads a consistent choice, and
+// a reset is one compare-and-exchange. User-space addresses leave the top
+// bits free.
+constexpr uintptr_t kSigInfoBit = uintptr_t{1} << 63;
+constexpr uintptr_t kResetBit = uintptr_t{1} << 62;
+constexpr uintptr_t kHandlerMask = ~(kSigInfoBit | kResetBit);
+std::atomic<uintptr_t> g_program[2];
 
-struct sigaction ProgramAction(int index) {
-  const uint32_t v = g_program_current[index].load(std::memory_order_acquire);
-  return g_program[index][v % kVersions];
+uintptr_t ProgramWord(const struct sigaction& act) {
+  return (reinterpret_cast<uintptr_t>(act.sa_handler) & kHandlerMask) |
+         ((act.sa_flags & SA_SIGINFO) ? kSigInfoBit : 0) |
+         ((act.sa_flags & SA_RESETHAND) ? kResetBit : 0);
+}
+
+// An action the kernel reported for our handler, as the program's `word`.
+void ShowProgramAction(struct sigaction* act, uintptr_t word) {
+  act->sa_handler = reinterpret_cast<void (*)(int)>(word & kHandlerMask);
+  act->sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
+  if (word & kSigInfoBit) act->sa_flags |= SA_SIGINFO;
+  if (word & kResetBit) act->sa_flags |= SA_RESETHAND;
 }
 
 void OnFaultSignal(int sig, siginfo_t* info, void* context);
 
 // Records `act` as the program's action and gives the kernel ours with
-// act's mask and the flags that govern delivery.
-void SetProgramAction(int sig, const struct sigaction& act) {
+// act's mask and flags; `old` (if not null) receives the previous action as
+// the program sees it. Returns sigaction's result.
+int SetProgramAction(int sig, const struct sigaction& act,
+                     struct sigaction* old) {
   const int index = FaultIndex(sig);
-  const uint32_t v =
-      g_program_next[index].fetch_add(1, std::memory_order_relaxed) + 1;
-  g_program[index][v % kVersions] = act;
-  g_program_current[index].store(v, std::memory_order_release);
-  struct sigaction front = {};
+  const uintptr_t previous = g_program[index].exchange(ProgramWord(act));
+  struct sigaction front = act;
   front.sa_sigaction = OnFaultSignal;
-  front.sa_mask = act.sa_mask;
-  front.sa_flags =
-      SA_SIGINFO | (act.sa_flags & (SA_ONSTACK | SA_RESTART | SA_NODEFER));
-  g_kernel_sigaction(sig, &front, nullptr);
+  front.sa_flags = (act.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+  const int rc = g_kernel_sigaction(sig, &front, old);
+  if (rc != 0) {
+    g_program[index].store(previous);
+  } else if (old != nullptr) {
+    ShowProgramAction(old, previous);
+  }
+  return rc;
 }
 
 bool IsAccessInstruction(const char* ip) {
@@ -180,6 +198,10 @@ bool IsAccessInstruction(const char* ip) {
          ip == parklot_user_cmpxchg32_insn;
 }
 
+// Kept small: it runs on the program's alternate signal stack (under 256
+// bytes beyond glibc's handler call with the program's handler inside,
+// README "Reliability"), so no struct sigaction and no libc call on the
+// way to the program's handler.
 void OnFaultSignal(int sig, siginfo_t* info, void* context) {
   auto* uc = static_cast<ucontext_t*>(context);
   greg_t& ip = uc->uc_mcontext.gregs[REG_RIP];
@@ -188,37 +210,47 @@ void OnFaultSignal(int sig, siginfo_t* info, void* context) {
     ip = reinterpret_cast<greg_t>(parklot_user_fault);
     return;
   }
-  const struct sigaction act = ProgramAction(FaultIndex(sig));
-  if (act.sa_handler == SIG_IGN && info->si_code <= 0) return;
-  if (act.sa_handler == SIG_DFL || act.sa_handler == SIG_IGN) {
+  std::atomic<uintptr_t>& program = g_program[FaultIndex(sig)];
+  uintptr_t word = program.load(std::memory_order_acquire);
+  uintptr_t handler = word & kHandlerMask;
+  // SA_RESETHAND, as the kernel does it: the first delivery to reset the
+  // action runs the handler; one that comes after gets the default.
+  while (handler > reinterpret_cast<uintptr_t>(SIG_IGN) && (word & kResetBit) &&
+         !program.compare_exchange_weak(word, word & ~kHandlerMask)) {
+    handler = word & kHandlerMask;
+  }
+  if (handler == reinterpret_cast<uintptr_t>(SIG_IGN) && info->si_code <= 0) return;
+  if (handler <= reinterpret_cast<uintptr_t>(SIG_IGN)) {
     // The default action, which the kernel also takes for a fault the
     // program ignores: the kernel gets the default back and the signal
     // comes again, a fault by running the instruction again, a sent signal
-    // by sending it again.
-    struct sigaction dfl = {};
-    dfl.sa_handler = SIG_DFL;
-    g_kernel_sigaction(sig, &dfl, nullptr);
+    // by sending it again. Raw system calls: the process is ending, and a
+    // handler's stack is small.
+    struct {
+      uintptr_t handler, flags, restorer, mask;
+    } dfl = {reinterpret_cast<uintptr_t>(SIG_DFL), 0, 0, 0};
+    RawSyscall6(SYS_rt_sigaction, sig, reinterpret_cast<long>(&dfl), 0, 8, 0, 0);
     if (info->si_code <= 0) {
       RawSyscall6(SYS_tgkill, getpid(), RawSyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0),
                   sig, 0, 0, 0);
     }
     return;
   }
-  if (act.sa_flags & SA_RESETHAND) {
-    struct sigaction dfl = {};
-    dfl.sa_handler = SIG_DFL;
-    SetProgramAction(sig, dfl);
-  }
-  // As every program handler runs (signal_shim.cc); sa_sigaction and
-  // sa_handler share their storage.
-  preload::RunProgramHandler(act.sa_sigaction, sig, info, context);
+  // As every program handler runs (signal_shim.cc).
+  preload::RunProgramHandler(
+      reinterpret_cast<void (*)(int, siginfo_t*, void*)>(handler), sig, info,
+      context);
 }
 
+// The actions set before Init() are read through sigaction(), the shim's
+// own in the shim, so that one installed by then (by a library's
+// constructor, before the shim's) is the program's handler, not the shim's
+// wrapper that the kernel holds for it.
 void InstallFaultHandler() {
   for (int sig : {SIGSEGV, SIGBUS}) {
     struct sigaction current;
-    g_kernel_sigaction(sig, nullptr, &current);
-    SetProgramAction(sig, current);
+    ::sigaction(sig, nullptr, &current);
+    SetProgramAction(sig, current, nullptr);
   }
   g_handling_faults.store(true, std::memory_order_release);
 }
@@ -650,10 +682,12 @@ int ProgramSigaction(int sig, const struct sigaction* act,
   if (FaultIndex(sig) < 0 || !HandlesFaultSignals()) {
     return g_kernel_sigaction(sig, act, old);
   }
-  const struct sigaction prev = ProgramAction(FaultIndex(sig));
-  if (act != nullptr) SetProgramAction(sig, *act);
-  if (old != nullptr) *old = prev;
-  return 0;
+  if (act != nullptr) return SetProgramAction(sig, *act, old);
+  const uintptr_t word =
+      g_program[FaultIndex(sig)].load(std::memory_order_acquire);
+  const int rc = g_kernel_sigaction(sig, nullptr, old);
+  if (rc == 0 && old != nullptr) ShowProgramAction(old, word);
+  return rc;
 }
 
 long Futex(long uaddr, long op, long val, long timeout_or_val2, long uaddr2,

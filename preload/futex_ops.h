@@ -120,7 +120,8 @@ bool HandlesFaultSignals();
 // sigaction(2) as the program sees it: for SIGSEGV and SIGBUS once
 // HandlesFaultSignals(), `act` becomes the program's action (the handler
 // stays in the kernel, with act's mask and flags) and `old` receives the
-// previous one; returns 0. Any other signal, or before Init(), goes to the
+// previous one as glibc alone would report it (the kernel's mask, flags
+// and restorer, the program's handler); returns sigaction's result. Any other signal, or before Init(), goes to the
 // kernel's sigaction: its result. Async-signal-safe and thread-safe, as
 // sigaction is; never allocates.
 int ProgramSigaction(int sig, const struct sigaction* act,

@@ -1,4 +1,7 @@
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
 
 #include "absl/base/internal/raw_logging.h"
 #include "preload/shim.h"
@@ -8,6 +11,24 @@ namespace {
 
 Glibc g_glibc;
 std::atomic<bool> g_resolved{false};
+// Byte offset of the tid in struct pthread; -1: unknown, use gettid.
+std::atomic<long> g_tid_offset{-1};
+
+pid_t TidAt(long offset) {
+  return *reinterpret_cast<const pid_t*>(
+      reinterpret_cast<uintptr_t>(pthread_self()) + offset);
+}
+
+// nptl_db's descriptor of struct pthread's tid: {bits, count, offset}.
+void ResolveTidOffset() {
+  const auto* desc = static_cast<const uint32_t*>(
+      dlvsym(RTLD_NEXT, "_thread_db_pthread_tid", "GLIBC_PRIVATE"));
+  if (desc == nullptr || desc[0] != 8 * sizeof(pid_t) || desc[1] != 1) return;
+  const long offset = desc[2];
+  if (TidAt(offset) == gettid()) {
+    g_tid_offset.store(offset, std::memory_order_relaxed);
+  }
+}
 
 template <typename F>
 void Resolve(F* out, const char* name, const char* version) {
@@ -57,9 +78,16 @@ const Glibc& RealGlibc() {
   Resolve(&g.barrier_wait, "pthread_barrier_wait", "GLIBC_2.2.5");
   Resolve(&g.sigaction, "sigaction", "GLIBC_2.2.5");
   Resolve(&g.dlopen, "dlopen", "GLIBC_2.34");
+  Resolve(&g.dlmopen, "dlmopen", "GLIBC_2.34");
   g_glibc = g;
+  ResolveTidOffset();
   g_resolved.store(true, std::memory_order_release);
   return g_glibc;
+}
+
+pid_t CurrentTid() {
+  const long offset = g_tid_offset.load(std::memory_order_relaxed);
+  return offset >= 0 ? TidAt(offset) : gettid();
 }
 
 }  // namespace parklot::preload

@@ -70,10 +70,12 @@ Stripe* g_stripes = nullptr;  // kStripes
 // A load and a store, not a locked read-modify-write (a full barrier on
 // x86, on every acquisition): threads with registry indexes below
 // kStripes have stripes of their own; beyond, two threads sharing a stripe
-// may lose a count to each other.
+// may lose a count to each other. Never registers the thread (sem_post
+// counts here, and may run in a signal handler): unregistered threads
+// share stripe 0.
 void Bump(int counter) {
-  std::atomic<uint64_t>& c =
-      g_stripes[CurrentThreadData()->index % kStripes].counts[counter];
+  const uint32_t index = internal::t_registered ? internal::t_data.index : 0;
+  std::atomic<uint64_t>& c = g_stripes[index % kStripes].counts[counter];
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
@@ -177,8 +179,9 @@ std::string StatsReport() {
   absl::StrAppendFormat(
       &out,
       "served by parklot: %u mutex acquisitions, %u cond waits, %u signals, "
-      "%u broadcasts\n",
-      Sum(0), Sum(1), Sum(2), Sum(3));
+      "%u broadcasts, %u rwlock acquisitions, %u sem waits, %u sem posts, "
+      "%u barrier waits, %u once calls\n",
+      Sum(0), Sum(1), Sum(2), Sum(3), Sum(4), Sum(5), Sum(6), Sum(7), Sum(8));
   out += futex::FormatCounts();  // empty unless PARKLOT_SYSCALL_FUTEX=1
   if (g_table == nullptr) return out;
   // The ten locks with the most total wait time.

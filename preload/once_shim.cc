@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <threads.h>
 
+#include "preload/shim.h"
 #include "sync/once.h"
 
 static_assert(sizeof(parklot::Once) == sizeof(pthread_once_t),
@@ -17,11 +18,15 @@ static_assert(sizeof(parklot::Once) == sizeof(once_flag), "and once_flag");
 extern "C" {
 
 int pthread_once(pthread_once_t* control, void (*init)(void)) {
+  using parklot::preload::Op;
+  if (parklot::preload::StatsOn()) parklot::preload::CountOp(Op::kOnce);
   reinterpret_cast<parklot::Once*>(control)->Call(init);
   return 0;
 }
 
 void call_once(once_flag* flag, void (*init)(void)) {
+  using parklot::preload::Op;
+  if (parklot::preload::StatsOn()) parklot::preload::CountOp(Op::kOnce);
   reinterpret_cast<parklot::Once*>(flag)->Call(init);
 }
 

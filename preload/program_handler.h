@@ -28,26 +28,61 @@ namespace parklot::preload {
 // handler: from inside a bucket lock or a queue change when the handler
 // calls sem_post or, with PARKLOT_SYSCALL_FUTEX=1, a raw FUTEX_WAKE, which
 // leaves the bucket locked forever, or ends the process in std::terminate
-// when the unwinding meets a noexcept frame. A cancel sent meanwhile stays
-// pending and acts when the handler returns, as the asynchronous mode comes
-// back: the thread unwinds from the interrupted call, as under glibc. A
-// handler that leaves by siglongjmp leaves the thread in deferred mode,
-// the mode of every program that never asked for asynchronous mode itself.
+// when the unwinding meets a noexcept frame.
+//
+// The thread's own type comes back however the handler leaves. Where it was
+// asynchronous, one of glibc's cleanup buffers (_pthread_cleanup_push, the
+// list that glibc's longjmp runs for the frames it leaves and its unwinder
+// for the frames it unwinds) holds a routine that switches it back on: as
+// the handler returns, and as it leaves by siglongjmp, longjmp (also
+// __longjmp_chk) or pthread_exit; a jump within the handler runs nothing. A
+// cancel sent meanwhile stays pending and acts at that moment: the thread
+// unwinds from the interrupted call, or from the jump, as under glibc it
+// would have from the handler. A deferred thread pays nothing more. Not
+// covered: a handler of an asynchronous thread left by setcontext or by a
+// C++ exception (the type stays deferred; after an exception glibc's list
+// keeps the dead buffer). No destructor may be added here: a frame with
+// one gets an exception table, and an asynchronous cancel that lands on an
+// instruction outside its call sites (before the switch to deferred mode)
+// then ends in std::terminate.
 // Async-signal-safe: pthread_setcanceltype is an atomic update of the
-// thread's own cancellation word in glibc.
-inline void RunProgramHandler(void (*handler)(int, siginfo_t*, void*),
-                              int sig, siginfo_t* info, void* context) {
+// thread's own cancellation word in glibc, and the cleanup list is the
+// thread's own, pushed and popped by one store each.
+namespace program_handler_internal {
+
+extern "C" void _pthread_cleanup_push(struct _pthread_cleanup_buffer* buffer,
+                                      void (*routine)(void*), void* arg);
+extern "C" void _pthread_cleanup_pop(struct _pthread_cleanup_buffer* buffer,
+                                     int execute);
+
+inline void RestoreAsynchronous(void*) {
+  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, nullptr);
+}
+
+}  // namespace program_handler_internal
+
+// Not instrumented by ASan: the cleanup buffer must lie on the real stack,
+// between the handler's frames and the jump's target, where glibc's
+// longjmp looks for it (ASan's fake stacks would put it elsewhere).
+__attribute__((no_sanitize_address)) inline void RunProgramHandler(
+    void (*handler)(int, siginfo_t*, void*), int sig, siginfo_t* info,
+    void* context) {
+  namespace internal = program_handler_internal;
   int cancel_type = PTHREAD_CANCEL_DEFERRED;
   pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &cancel_type);
+  const bool was_async = cancel_type == PTHREAD_CANCEL_ASYNCHRONOUS;
+  _pthread_cleanup_buffer restore;
+  if (was_async) {
+    internal::_pthread_cleanup_push(&restore, internal::RestoreAsynchronous,
+                                    nullptr);
+  }
   SignalHandlerScope scope;
   EnterSignalHandler(&scope);
   handler(sig, info, context);
   // Not reached if the handler leaves by siglongjmp: the mark stays.
   LeaveSignalHandler(scope);
   // Last: a pending cancel unwinds from here, through the signal frame.
-  if (cancel_type == PTHREAD_CANCEL_ASYNCHRONOUS) {
-    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, nullptr);
-  }
+  if (was_async) internal::_pthread_cleanup_pop(&restore, /*execute=*/1);
 }
 
 }  // namespace parklot::preload

@@ -81,6 +81,7 @@ int sem_destroy(sem_t* s) {
 
 int sem_wait(sem_t* s) {
   if (!Ours(s)) return RealGlibc().sem_wait(s);
+  if (StatsOn()) CountOp(Op::kSemWait);
   return Wait(s, Deadline::Never());
 }
 
@@ -89,6 +90,7 @@ int sem_timedwait(sem_t* __restrict s, const struct timespec* __restrict at) {
   // every other invalid time, instead, also for its own semaphores.
   if (!ValidTimespec(at)) return Fail(EINVAL);
   if (!Ours(s)) return RealGlibc().sem_timedwait(s, at);
+  if (StatsOn()) CountOp(Op::kSemWait);
   return Wait(s, Deadline::FromTimespec(*at, CLOCK_REALTIME));
 }
 
@@ -97,16 +99,19 @@ int sem_clockwait(sem_t* __restrict s, clockid_t clock,
   // As sem_timedwait (glibc checks the clock first).
   if (!ValidClock(clock) || !ValidTimespec(at)) return Fail(EINVAL);
   if (!Ours(s)) return RealGlibc().sem_clockwait(s, clock, at);
+  if (StatsOn()) CountOp(Op::kSemWait);
   return Wait(s, Deadline::FromTimespec(*at, clock));
 }
 
 int sem_trywait(sem_t* s) {
   if (!Ours(s)) return RealGlibc().sem_trywait(s);
+  if (StatsOn()) CountOp(Op::kSemWait);
   return View(s)->sem.TryAcquire() ? 0 : Fail(EAGAIN);
 }
 
 int sem_post(sem_t* s) {
   if (!Ours(s)) return RealGlibc().sem_post(s);
+  if (StatsOn()) CountOp(Op::kSemPost);
   // After Release publishes the unit, a woken waiter may destroy and free
   // the semaphore; Release touches nothing of it past that point.
   return View(s)->sem.Release(1) ? 0 : Fail(EOVERFLOW);

@@ -35,6 +35,7 @@
 #ifndef PARKLOT_PRELOAD_SHIM_H_
 #define PARKLOT_PRELOAD_SHIM_H_
 
+#include <dlfcn.h>  // Lmid_t
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -133,9 +134,19 @@ struct Glibc {
   int (*barrier_destroy)(pthread_barrier_t*);
   int (*barrier_wait)(pthread_barrier_t*);
   int (*sigaction)(int, const struct sigaction*, struct sigaction*);
-  void* (*dlopen)(const char*, int);  // deepbind.cc's stub jumps to it
+  void* (*dlopen)(const char*, int);  // deepbind.cc's stubs jump to these
+  void* (*dlmopen)(Lmid_t, const char*, int);
 };
 const Glibc& RealGlibc();
+
+// The calling thread's kernel thread id as glibc records it (struct
+// pthread's tid, which glibc's own owner checks read), so that the shim's
+// owner checks make no gettid system call glibc would not make (DESIGN.md
+// invariant 9). The field's offset is the one glibc publishes for
+// debuggers (_thread_db_pthread_tid, GLIBC_PRIVATE), checked against
+// gettid once by RealGlibc() at start-up; where it is missing or
+// disagrees, gettid is called instead. Async-signal-safe; any thread.
+pid_t CurrentTid();
 
 // Whether `p` is null. glibc's headers declare the time arguments of the
 // functions the shim defines nonnull, so the compiler would fold a plain
@@ -169,7 +180,20 @@ inline bool DeadlockOn() { return (g_lock_hooks & kHookDeadlock) != 0; }
 // Statistics (PARKLOT_STATS=1): the hooks.
 void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
                    const void* caller);
-enum class Op { kMutexLock, kCondWait, kCondSignal, kCondBroadcast, kCount };
+// Operations the shim served itself (objects glibc keeps are not counted),
+// for the report's "served by parklot" line.
+enum class Op {
+  kMutexLock,
+  kCondWait,
+  kCondSignal,
+  kCondBroadcast,
+  kRwlockLock,    // read or write, try and timed forms included
+  kSemWait,       // sem_wait, sem_timedwait, sem_clockwait, sem_trywait
+  kSemPost,
+  kBarrierWait,
+  kOnce,          // pthread_once, call_once
+  kCount
+};
 void CountOp(Op op);
 
 }  // namespace parklot::preload

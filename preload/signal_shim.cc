@@ -10,8 +10,10 @@
 // no interposer sees, so each is done here with glibc 2.36's flags and
 // masks). The
 // program sees its own handlers: the old action reported is the program's,
-// never the wrapper. While the shim serves raw futexes, SIGSEGV and SIGBUS
-// actions go to futex::ProgramSigaction instead (futex_ops.h), whose fault
+// never the wrapper, with the kernel's flags and mask as glibc reports them
+// (also after the kernel reset an SA_RESETHAND action). While the shim
+// serves raw futexes, SIGSEGV and SIGBUS actions go to
+// futex::ProgramSigaction instead (futex_ops.h), whose fault
 // handler runs the program's handler in the same brackets. Not interposed:
 // sigvec and raw rt_sigaction system calls; their handlers run unwrapped,
 // as under glibc alone, and only the siglongjmp case above is unprotected
@@ -59,19 +61,27 @@ uintptr_t HandlerOf(const struct sigaction& act) {
   return reinterpret_cast<uintptr_t>(act.sa_handler);
 }
 
-// Rewrites an action the kernel reported so that it shows the program's
-// handler (`program`, as stored in g_handlers) instead of the wrapper.
+// Rewrites an action the kernel reported so that it shows what glibc alone
+// would: the program's handler (`program`, as stored in g_handlers) instead
+// of the wrapper, and the program's SA_SIGINFO choice also once the kernel
+// has reset an SA_RESETHAND action to SIG_DFL (it keeps the flags, the
+// wrapper's SA_SIGINFO among them). The mask and the other flags are the
+// kernel's own (it drops SIGKILL, SIGSTOP and flags it does not know).
 void ShowProgramHandler(struct sigaction* act, uintptr_t program) {
-  if ((act->sa_flags & SA_SIGINFO) == 0 ||
-      act->sa_sigaction != &Wrapper) {
-    return;
-  }
-  if ((program & kSigInfoBit) != 0) {
-    act->sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(
-        program & ~kSigInfoBit);
-  } else {
-    act->sa_flags &= ~SA_SIGINFO;
-    act->sa_handler = reinterpret_cast<void (*)(int)>(program);
+  const uintptr_t handler = program & ~kSigInfoBit;
+  if ((act->sa_flags & SA_SIGINFO) == 0 || !IsFunction(handler)) return;
+  const bool siginfo = (program & kSigInfoBit) != 0;
+  if (act->sa_sigaction == &Wrapper) {
+    if (siginfo) {
+      act->sa_sigaction =
+          reinterpret_cast<void (*)(int, siginfo_t*, void*)>(handler);
+    } else {
+      act->sa_flags &= ~SA_SIGINFO;
+      act->sa_handler = reinterpret_cast<void (*)(int)>(handler);
+    }
+  } else if (!siginfo && act->sa_handler == SIG_DFL &&
+             (act->sa_flags & SA_RESETHAND) != 0) {
+    act->sa_flags &= ~SA_SIGINFO;  // the kernel reset our wrapper
   }
 }
 
@@ -81,6 +91,12 @@ int Install(int sig, const struct sigaction* act, struct sigaction* oact) {
   if (act == nullptr || !IsFunction(HandlerOf(*act) & ~kSigInfoBit)) {
     const int rc = RealGlibc().sigaction(sig, act, oact);
     if (rc == 0 && oact != nullptr) ShowProgramHandler(oact, previous);
+    // Recorded after the kernel's change, so that a wrapper run meanwhile
+    // still finds the old handler; a SIG_DFL left by a reset is then known
+    // to be the program's own.
+    if (rc == 0 && act != nullptr) {
+      g_handlers[sig].store(HandlerOf(*act), std::memory_order_release);
+    }
     return rc;
   }
   struct sigaction wrapped = *act;

@@ -11,7 +11,13 @@
  * (built with lazy and with immediate binding). Then each library again by
  * its bare name, found on the program's RUNPATH.
  *
- *   deepbind_prog LIBRARY... */
+ * --dlmopen loads through dlmopen(LM_ID_BASE, ...), which the shim covers
+ * as dlopen. Built with -DDEEPBIND_TAKE_ADDRESS as a non-PIE program, it
+ * takes &pthread_mutex_lock, which makes the program's PLT entry the
+ * function's address everywhere (the shim used to leave such a program's
+ * libraries bound to glibc).
+ *
+ *   deepbind_prog [--dlmopen] LIBRARY... */
 #include "tests/preload/shim_test_util.h"  /* first: _GNU_SOURCE */
 
 enum { kThreads = 4, kIterations = 100000 };
@@ -72,11 +78,22 @@ static void handshake(int wait_through_library) {
   CHECK(g_done == 1);
 }
 
+#ifdef DEEPBIND_TAKE_ADDRESS
+int (*volatile g_lock_address)(pthread_mutex_t*) = pthread_mutex_lock;
+#endif
+
 int main(int argc, char** argv) {
   shim_test_start("deepbind", 30);
-  if (argc < 2) FATAL("usage: deepbind_prog LIBRARY...");
+  const int use_dlmopen = argc > 1 && strcmp(argv[1], "--dlmopen") == 0;
+  if (use_dlmopen) {
+    --argc;
+    ++argv;
+  }
+  if (argc < 2) FATAL("usage: deepbind_prog [--dlmopen] LIBRARY...");
   for (int a = 1; a < argc; ++a) {
-    void* h = dlopen(argv[a], RTLD_LAZY | RTLD_DEEPBIND);
+    void* h = use_dlmopen
+                  ? dlmopen(LM_ID_BASE, argv[a], RTLD_LAZY | RTLD_DEEPBIND)
+                  : dlopen(argv[a], RTLD_LAZY | RTLD_DEEPBIND);
     if (h == NULL) FATAL("dlopen %s: %s", argv[a], dlerror());
     g_lib_lock = (LockFn)dlsym(h, "deepbind_lock");
     g_lib_unlock = (LockFn)dlsym(h, "deepbind_unlock");

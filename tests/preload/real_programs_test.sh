@@ -37,7 +37,7 @@ under_shim() {
 
 # The number of lock operations parklot served, summed over all processes.
 hits() {
-  awk '/^served by parklot:/ { n += $4 + $7 + $10 + $12 } END { print n + 0 }' "$work/stats"
+  awk '/^served by parklot:/ { for (i = 4; i <= NF; ++i) if ($i ~ /^[0-9]+$/) n += $i } END { print n + 0 }' "$work/stats"
 }
 
 check_hits() {
