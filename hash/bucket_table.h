@@ -74,7 +74,7 @@ static_assert(sizeof(Bucket) == 64, "one bucket per cache line");
 enum class GrowthPolicy {
   kThreads,  // buckets >= live threads x load factor
   kCpus,     // Linux 6.16: roundup_pow2(4 x min(threads, CPUs)), min 16
-  kFixed,    // `fixed:N`: N buckets forever, no growth, no RCU section
+  kFixed,    // `fixed:N`: N buckets forever, no growth
   // The default. As kThreads, and also doubles while the table's buckets
   // are shared between threads waiting on different keys (a collision: see
   // BucketTable::kCollisionWindow), up to TableOptions::max_collision_buckets.

@@ -23,7 +23,11 @@ pid_t TidAt(long offset) {
 void ResolveTidOffset() {
   const auto* desc = static_cast<const uint32_t*>(
       dlvsym(RTLD_NEXT, "_thread_db_pthread_tid", "GLIBC_PRIVATE"));
-  if (desc == nullptr || desc[0] != 8 * sizeof(pid_t) || desc[1] != 1) return;
+  if (desc == nullptr) {
+    dlerror();  // the program's first dlerror() must not see this lookup
+    return;
+  }
+  if (desc[0] != 8 * sizeof(pid_t) || desc[1] != 1) return;
   const long offset = desc[2];
   if (TidAt(offset) == gettid()) {
     g_tid_offset.store(offset, std::memory_order_relaxed);

@@ -412,7 +412,8 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate) {
 
 UnparkResult UnparkOne(uintptr_t key,
                        absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
-  // Registering makes the thread an RCU reader (see ReadSection).
+  // Registered before any bucket is locked: a registration may grow the
+  // table, which no thread may do inside a ReadSection.
   ThreadData* self = CurrentThreadData();
   UnparkResult result;
   WithBucket(key, [&](Bucket* b, WakeList* wakes) {
@@ -459,7 +460,8 @@ bool OnlyUnparkUpToIsSafe() {
 UnparkResult UnparkRequeue(
     uintptr_t from, uintptr_t to, absl::FunctionRef<RequeueOp()> validate,
     absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback) {
-  // Registering makes the thread an RCU reader (see ReadSection).
+  // Registered before any bucket is locked: a registration may grow the
+  // table, which no thread may do inside a ReadSection.
   ThreadData* self = CurrentThreadData();
   UnparkResult result;
   WithBucketPair(from, to, [&](Bucket* bf, Bucket* bt, WakeList* wakes) {
@@ -486,7 +488,8 @@ UnparkResult UnparkRequeue(
 UnparkResult UnparkFilter(
     uintptr_t key, absl::FunctionRef<FilterOp(ParkToken)> filter,
     absl::FunctionRef<UnparkToken(UnparkResult)> callback) {
-  // Registering makes the thread an RCU reader (see ReadSection).
+  // Registered before any bucket is locked: a registration may grow the
+  // table, which no thread may do inside a ReadSection.
   ThreadData* self = CurrentThreadData();
   UnparkResult result;
   WithBucket(key, [&](Bucket* b, WakeList* wakes) {
@@ -517,7 +520,8 @@ UnparkResult UnparkFilter(
 PairResult UnparkPair(uintptr_t from, uintptr_t to,
                       absl::FunctionRef<bool(PairPlan*)> plan,
                       UnparkToken token) {
-  // Registering makes the thread an RCU reader (see ReadSection).
+  // Registered before any bucket is locked: a registration may grow the
+  // table, which no thread may do inside a ReadSection.
   ThreadData* self = CurrentThreadData();
   PairResult result;
   WithBucketPair(from, to, [&](Bucket* bf, Bucket* bt, WakeList* wakes) {

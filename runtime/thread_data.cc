@@ -8,8 +8,6 @@
 
 #include <new>
 
-#define _LGPL_SOURCE 1
-
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/str_cat.h"
 #include "hash/futex.h"
