@@ -1,23 +1,24 @@
 #!/bin/bash
-# Issue 11: separates the two costs of the `threads` policy in futex_hash,
-# the table size it picks and the RCU read-side section of a growable table,
-# with a 2x2 at each thread count T (S = the size the policy reaches at T):
-#   rcu  S     parklot/threads, defaults (the `threads` policy as it grows)
-#   none S     parklot/threads, PARKLOT_BUCKETS=S PARKLOT_MAX_BUCKETS=S
-#              (the table starts at its cap: immutable, no section)
-#   rcu  1024  parklot/threads, PARKLOT_BUCKETS=1024 (cap far above: stays
-#              growable, so every wait opens an RCU section)
-#   none 1024  parklot/fixed:1024
-#   ctl  1024  parklot/threads, PARKLOT_BUCKETS=PARKLOT_MAX_BUCKETS=1024 (a
-#              check: must match fixed:1024)
+# The cost of the table's ability to grow, in futex_hash, at equal size:
+# a growable table (policy `threads`, which retires old tables and keeps
+# them mapped) against an immutable one of the same size, with a 2x2 at
+# each thread count T (S = the size the policy reaches at T):
+#   grow  S     parklot/threads, defaults (the `threads` policy as it grows)
+#   fixed S     parklot/threads, PARKLOT_BUCKETS=S PARKLOT_MAX_BUCKETS=S
+#               (the table starts at its cap: immutable)
+#   grow  1024  parklot/threads, PARKLOT_BUCKETS=1024 (cap far above: stays
+#               growable)
+#   fixed 1024  parklot/fixed:1024
+#   ctl   1024  parklot/threads, PARKLOT_BUCKETS=PARKLOT_MAX_BUCKETS=1024 (a
+#               check: must match fixed:1024)
 # Each cell is one futex_hash child; the five run in turn within each
 # repetition (interleaved), and the summary gives the median [min-max] of
 # waits/s and of process CPU ns per wait (less sensitive than wall time to
 # other load on the machine), and the table size every run reported; the
-# last column is the CPU ratio to the same size without RCU (rcu_*), or of
-# size S to 1024 without RCU (none_S). Needs python3.
+# last column is the CPU ratio to the same size immutable (grow_*), or of
+# size S to 1024 (fixed_S). Needs python3.
 #   bazel build //bench:futex_hash
-#   bench/hash_rcu_vs_size.sh bazel-bin/bench/futex_hash [REPS] [T,T,...] [DUR]
+#   bench/hash_growable_vs_fixed.sh bazel-bin/bench/futex_hash [REPS] [T,T,...] [DUR]
 set -euo pipefail
 bin=$1
 reps=${2:-7}
@@ -36,10 +37,10 @@ run() {  # NAME T CONFIG REP [ENV...]
 for ((rep = 0; rep < reps; rep++)); do
   for t in ${threads//,/ }; do
     s=$(size_for "$t")
-    run rcu_S "$t" parklot/threads "$rep"
-    run none_S "$t" parklot/threads "$rep" PARKLOT_BUCKETS="$s" PARKLOT_MAX_BUCKETS="$s"
-    run rcu_1024 "$t" parklot/threads "$rep" PARKLOT_BUCKETS=1024
-    run none_1024 "$t" parklot/fixed:1024 "$rep"
+    run grow_S "$t" parklot/threads "$rep"
+    run fixed_S "$t" parklot/threads "$rep" PARKLOT_BUCKETS="$s" PARKLOT_MAX_BUCKETS="$s"
+    run grow_1024 "$t" parklot/threads "$rep" PARKLOT_BUCKETS=1024
+    run fixed_1024 "$t" parklot/fixed:1024 "$rep"
     run ctl_1024 "$t" parklot/threads "$rep" PARKLOT_BUCKETS=1024 PARKLOT_MAX_BUCKETS=1024
   done
   echo "repetition $((rep + 1))/$reps done" >&2
@@ -55,8 +56,8 @@ for path in glob.glob(os.path.join(sys.argv[1], "*.json")):
             c[0].append(b["ops_per_s"] / 1e6)
             c[1].append(b["cpu_time"])
             c[2].add(int(b["table_size"]))
-order = ["rcu_S", "none_S", "rcu_1024", "none_1024", "ctl_1024"]
-ref = {"rcu_S": "none_S", "rcu_1024": "none_1024", "none_S": "none_1024"}
+order = ["grow_S", "fixed_S", "grow_1024", "fixed_1024", "ctl_1024"]
+ref = {"grow_S": "fixed_S", "grow_1024": "fixed_1024", "fixed_S": "fixed_1024"}
 fmt = lambda v, f: f"{statistics.median(v):{f}} [{min(v):{f}}-{max(v):{f}}]"
 print("| T | cell | table | M waits/s | CPU ns/wait | CPU ns/wait vs |")
 print("|---|---|---|---|---|---|")
