@@ -4,7 +4,7 @@ load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
 
 # The release, as pkg-config, CMake and the .deb report it. The SONAME's
 # number (libparklot.so.N) changes when the ABI does.
-PARKLOT_VERSION = "0.1.0"
+PARKLOT_VERSION = "0.2.0"
 PARKLOT_SOVERSION = "0"
 
 def _ours(label):

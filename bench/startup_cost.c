@@ -1,0 +1,169 @@
+/* What a preload library costs a process that never contends: the CPU
+ * time (user + system, from wait4's rusage) to start and end a program,
+ * and to start a burst of threads that each take one lock once, under
+ * each LD_PRELOAD value given, side by side with none. Configurations run
+ * in turn within every round (interleaved); the report gives each one's
+ * median [min - max] and its ratio to the plain run.
+ *
+ *   startup_cost [--rounds=N] [--spawns=N] [--threads=N] SELF_OR_PROG
+ *                NAME=PRELOAD...
+ *
+ * SELF_OR_PROG is the program each spawn runs (e.g. /bin/true); the
+ * thread burst re-runs this binary with --burst=N. "plain" (no preload)
+ * always comes first. Example:
+ *   startup_cost /bin/true jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 \
+ *       parklot=bazel-bin/preload/libparklot_preload.so */
+#define _GNU_SOURCE 1
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+enum { kMaxConfigs = 8, kMaxRounds = 64 };
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static long g_taken;
+
+static void* take_once(void* arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_lock);
+  ++g_taken;
+  pthread_mutex_unlock(&g_lock);
+  return NULL;
+}
+
+/* The thread burst: N threads started at once, each locking once. */
+static int burst(int n) {
+  pthread_t* t = calloc((size_t)n, sizeof(*t));
+  if (t == NULL) return 2;
+  for (int i = 0; i < n; ++i) {
+    if (pthread_create(&t[i], NULL, take_once, NULL) != 0) return 2;
+  }
+  for (int i = 0; i < n; ++i) pthread_join(t[i], NULL);
+  return g_taken == n ? 0 : 1;
+}
+
+/* Runs argv with LD_PRELOAD=preload (NULL: none) `times` times; returns
+ * the children's CPU microseconds per run, or -1. */
+static double run(char* const argv[], const char* preload, int times) {
+  char** env = NULL;
+  size_t n = 0;
+  while (environ[n] != NULL) ++n;
+  env = calloc(n + 2, sizeof(char*));
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0) env[k++] = environ[i];
+  }
+  char var[4096];
+  if (preload != NULL) {
+    snprintf(var, sizeof(var), "LD_PRELOAD=%s", preload);
+    env[k++] = var;
+  }
+  env[k] = NULL;
+  double us = 0;
+  for (int i = 0; i < times; ++i) {
+    pid_t pid;
+    if (posix_spawn(&pid, argv[0], NULL, NULL, argv, env) != 0) return -1;
+    int status;
+    struct rusage ru;
+    if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "startup_cost: %s failed under %s\n", argv[0],
+              preload != NULL ? preload : "no preload");
+      return -1;
+    }
+    us += ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec +
+          ru.ru_stime.tv_sec * 1e6 + ru.ru_stime.tv_usec;
+  }
+  free(env);
+  return us / times;
+}
+
+static int cmp(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double* v, int n) {
+  double s[kMaxRounds];
+  memcpy(s, v, sizeof(double) * (size_t)n);
+  qsort(s, (size_t)n, sizeof(double), cmp);
+  return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static void report(const char* what, const char* unit, double scale,
+                   const char* names[], double v[][kMaxRounds], int configs,
+                   int rounds) {
+  printf("%s (CPU %s per run, median [min - max] of %d interleaved rounds)\n",
+         what, unit, rounds);
+  const double base = median(v[0], rounds);
+  for (int c = 0; c < configs; ++c) {
+    double lo = v[c][0], hi = v[c][0];
+    for (int r = 1; r < rounds; ++r) {
+      if (v[c][r] < lo) lo = v[c][r];
+      if (v[c][r] > hi) hi = v[c][r];
+    }
+    const double m = median(v[c], rounds);
+    printf("  %-10s %9.3f [%.3f - %.3f]  %+8.3f vs plain  %.2fx\n", names[c],
+           m / scale, lo / scale, hi / scale, (m - base) / scale,
+           base > 0 ? m / base : 0.0);
+  }
+}
+
+int main(int argc, char** argv) {
+  int rounds = 7, spawns = 100, threads = 1000;
+  int i = 1;
+  for (; i < argc && strncmp(argv[i], "--", 2) == 0; ++i) {
+    if (strncmp(argv[i], "--burst=", 8) == 0) return burst(atoi(argv[i] + 8));
+    if (strncmp(argv[i], "--rounds=", 9) == 0) rounds = atoi(argv[i] + 9);
+    else if (strncmp(argv[i], "--spawns=", 9) == 0) spawns = atoi(argv[i] + 9);
+    else if (strncmp(argv[i], "--threads=", 10) == 0) threads = atoi(argv[i] + 10);
+    else { fprintf(stderr, "startup_cost: unknown %s\n", argv[i]); return 2; }
+  }
+  if (i >= argc || rounds < 1 || rounds > kMaxRounds) {
+    fprintf(stderr, "usage: startup_cost [--rounds=N<=64] [--spawns=N] "
+                    "[--threads=N] PROG NAME=PRELOAD...\n");
+    return 2;
+  }
+  char* prog = argv[i++];
+  const char* names[kMaxConfigs] = {"plain"};
+  const char* preloads[kMaxConfigs] = {NULL};
+  int configs = 1;
+  for (; i < argc && configs < kMaxConfigs; ++i) {
+    char* eq = strchr(argv[i], '=');
+    if (eq == NULL) { fprintf(stderr, "startup_cost: want NAME=PRELOAD\n"); return 2; }
+    *eq = '\0';
+    names[configs] = argv[i];
+    preloads[configs++] = eq + 1;
+  }
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) return 2;
+  self[len] = '\0';
+  char burst_arg[32];
+  snprintf(burst_arg, sizeof(burst_arg), "--burst=%d", threads);
+  char* start_argv[] = {prog, NULL};
+  char* burst_argv[] = {self, burst_arg, NULL};
+  static double start[kMaxConfigs][kMaxRounds], thr[kMaxConfigs][kMaxRounds];
+  for (int r = 0; r < rounds; ++r) {
+    for (int c = 0; c < configs; ++c) {
+      start[c][r] = run(start_argv, preloads[c], spawns);
+      thr[c][r] = run(burst_argv, preloads[c], 1);
+      if (start[c][r] < 0 || thr[c][r] < 0) return 1;
+    }
+  }
+  char what[256];
+  snprintf(what, sizeof(what), "process start and exit: %s, %d spawns a round",
+           prog, spawns);
+  report(what, "ms", 1e3, names, start, configs, rounds);
+  snprintf(what, sizeof(what), "thread burst: %d threads, each locks once",
+           threads);
+  report(what, "ms", 1e3, names, thr, configs, rounds);
+  return 0;
+}
