@@ -225,13 +225,21 @@ size_t BucketTable::BucketIndex(uintptr_t key) const {
   return IndexOf(table_.load(std::memory_order_acquire), key);
 }
 
+namespace internal {
+constinit __attribute__((tls_model("initial-exec"))) thread_local uint32_t
+    t_read_depth = 0;
+constinit __attribute__((tls_model("initial-exec"))) thread_local BucketTable*
+    t_grow_table = nullptr;
+}  // namespace internal
+using internal::t_grow_table;
+using internal::t_read_depth;
+
 namespace {
 // Initial-exec: read on lock paths and in signal handlers (see t_sections).
 // Inside MaybeGrow or a fork's lock-all on this thread: a collision growth
 // here could wait on what the interrupted code holds.
 __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_table_busy;
-// ReadSections open on this thread (of growable tables).
-__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_read_depth;
+
 // Collision sampling of this thread (BucketTable::kCollisionWindow):
 // LockBucket calls until its next sample, the generator of the intervals
 // (the same sequence in every thread: tests can count on it), and the
@@ -246,8 +254,6 @@ __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_collisions;
 __attribute__((tls_model("initial-exec"))) thread_local size_t t_window_from;
 // The table this thread asks to double for collisions, and its size then;
 // nullptr: none due.
-__attribute__((tls_model("initial-exec"))) thread_local BucketTable*
-    t_grow_table;
 __attribute__((tls_model("initial-exec"))) thread_local size_t t_grow_from;
 
 struct BusyScope {
@@ -272,18 +278,9 @@ bool SampleDue() {
 }
 }  // namespace
 
-void BucketTable::ReadSection::Enter() {
-  ++t_read_depth;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-}
-
-void BucketTable::ReadSection::Leave() {
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  --t_read_depth;
-  // A collision growth is due on this thread (never set for other
-  // policies): run it if nothing of the table is held here any more.
-  if (__builtin_expect(t_grow_table == &table_, 0) && t_read_depth == 0 &&
-      !InLockSection() && t_table_busy == 0) {
+void BucketTable::ReadSection::GrowIfDue() {
+  // Set only by the adaptive policy's samples.
+  if (t_read_depth == 0 && !InLockSection() && t_table_busy == 0) {
     t_grow_table = nullptr;
     // The table object itself is never const (ReadSection only reads it).
     const_cast<BucketTable&>(table_).GrowForCollisions(t_grow_from);

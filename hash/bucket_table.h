@@ -24,6 +24,19 @@
 
 namespace parklot {
 
+class BucketTable;
+
+namespace internal {
+// The calling thread's open ReadSections of growable tables, and the table
+// it asks to double for collisions (nullptr: none due). Read inline by
+// every ReadSection (constinit, initial-exec: one %fs-relative access, no
+// TLS wrapper, async-signal-safe).
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local uint32_t
+    t_read_depth;
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local
+    BucketTable* t_grow_table;
+}  // namespace internal
+
 // A queued thread, as the table sees it: its key and its queue link. The
 // runtime embeds this in its per-thread data (no heap). Both are written
 // only under the lock of the bucket the waiter is queued in. `key` is atomic
@@ -158,19 +171,27 @@ class BucketTable {
   // increment and decrement otherwise. Async-signal-safe.
   class ReadSection {
    public:
+    // Inline: the section is on every park and unpark of a growable table.
     explicit ReadSection(const BucketTable& table)
         : table_(table), counted_(!table.immutable()) {
-      if (counted_) Enter();
+      if (counted_) {
+        ++internal::t_read_depth;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+      }
     }
     ~ReadSection() {
-      if (counted_) Leave();
+      if (!counted_) return;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      --internal::t_read_depth;
+      if (__builtin_expect(internal::t_grow_table == &table_, 0)) GrowIfDue();
     }
     ReadSection(const ReadSection&) = delete;
     ReadSection& operator=(const ReadSection&) = delete;
 
    private:
-    static void Enter();
-    void Leave();
+    // A collision growth is due on this thread: runs it if the thread holds
+    // nothing of the table any more.
+    void GrowIfDue();
     const BucketTable& table_;
     bool counted_;
   };
