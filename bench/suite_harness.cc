@@ -124,6 +124,16 @@ std::string SelfDir() {
   return p.substr(0, p.rfind('/'));
 }
 
+std::string RunnablePath(const std::string& path) {
+  // Bazel's output tree: .../bazel-out/CONFIG/bin/PACKAGE/NAME, in the
+  // user's cache folder; the workspace's bazel-bin link names the same.
+  const size_t out = path.find("/bazel-out/");
+  if (out == std::string::npos) return path;
+  const size_t bin = path.find("/bin/", out + 11);
+  if (bin == std::string::npos) return path;
+  return "bazel-bin/" + path.substr(bin + 5);
+}
+
 bool Executable(const std::string& path) {
   return !path.empty() && access(path.c_str(), X_OK) == 0;
 }
@@ -398,7 +408,8 @@ void RunCases(const std::string& label, const std::vector<Case>& cases,
 void RunOtherBench(Report& report, const std::string& title,
                    const std::string& path, std::vector<std::string> args,
                    absl::Duration timeout, std::string* text) {
-  report.Print("\n== %s ==\n$ %s %s\n", title, path, absl::StrJoin(args, " "));
+  report.Print("\n== %s ==\n$ %s %s\n", title, RunnablePath(path),
+               absl::StrJoin(args, " "));
   ProgramSpec spec;
   spec.path = path;
   spec.argv = {path};

@@ -82,6 +82,10 @@ std::string CpuModel();
 std::string LoadAverage();
 // The folder of the running binary.
 std::string SelfDir();
+// `path` as a user can run it from the workspace: a file in Bazel's output
+// tree (in the user's cache folder, under a hashed name) becomes
+// bazel-bin/PACKAGE/NAME; any other path is returned as it is.
+std::string RunnablePath(const std::string& path);
 bool Executable(const std::string& path);
 // `name` as PATH finds it ("" if not found); a path is checked as is.
 std::string Which(const std::string& name);

@@ -147,6 +147,11 @@ if command -v gnuplot >/dev/null; then
   done
 fi
 
+# Commands in the report are ones a user can run: no path into Bazel's
+# output tree in the user's cache folder.
+if grep -n '/bazel-out/' "$outdir/report.txt"; then fail "the report names Bazel cache paths"; fi
+grep -q '^\$ bazel-bin/bench/futex_hash ' "$outdir/report.txt" || fail "no runnable futex_hash command in the report"
+
 # Bad input is an error, not an empty report.
 if "$suite" --scenarios=9 >/dev/null 2>&1; then fail "--scenarios=9 was accepted"; fi
 echo PASS
