@@ -27,7 +27,13 @@ knobs_man() {
     !seen++ { next }  # the header row
     {
       for (i = 2; i <= 4; i++) {
-        c = $i; gsub(/^ +| +$/, "", c); gsub(/-/, "\\-", c)
+        c = $i; gsub(/^ +| +$/, "", c)
+        # A Markdown link [text](#anchor) reads as its text.
+        while (match(c, /\[[^]]*\]\([^)]*\)/)) {
+          t = substr(c, RSTART, RLENGTH); sub(/\]\(.*$/, "", t)
+          c = substr(c, 1, RSTART - 1) substr(t, 2) substr(c, RSTART + RLENGTH)
+        }
+        gsub(/-/, "\\-", c)
         while (match(c, /`[^`]*`/)) {
           c = substr(c, 1, RSTART - 1) "\\fB" substr(c, RSTART + 1, RLENGTH - 2) "\\fR" substr(c, RSTART + RLENGTH)
         }

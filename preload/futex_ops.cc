@@ -114,6 +114,8 @@ namespace {
 bool g_counting = false;
 std::atomic<uint64_t> g_served[kCommands];
 std::atomic<uint64_t> g_kernel[kCommands];
+std::atomic<uint64_t> g_served2[kFutex2Calls];
+std::atomic<uint64_t> g_kernel2[kFutex2Calls];
 std::atomic<uint64_t> g_forwarded{0};
 std::atomic<uint64_t> g_forwarded_woken{0};
 
@@ -342,13 +344,23 @@ bool ParkedInLot() {
 // ---------------------------------------------------------------------------
 // The kernel's part of a served wake (the boundary rule, futex_ops.h).
 
+// Its result: a count, or the kernel's error, which becomes the call's
+// (Forwarded errors, futex_ops.h). FUTEX_CMP_REQUEUE's EAGAIN is the one
+// error dropped: the call's compare was the lot's, under its locks, and it
+// passed; a word changed since then is a later event.
 long Forward(long uaddr, int op, long val, long val2, long uaddr2, long val3) {
   const long r = RawSyscall6(SYS_futex, uaddr, op, val, val2, uaddr2, val3);
   if (g_counting) {
     g_forwarded.fetch_add(1, std::memory_order_relaxed);
     if (r > 0) g_forwarded_woken.fetch_add(r, std::memory_order_relaxed);
   }
-  return r > 0 ? r : 0;
+  if (r == -EAGAIN && (op & FUTEX_CMD_MASK) == FUTEX_CMP_REQUEUE) return 0;
+  return r;
+}
+
+// A served count plus the kernel's part, or the kernel's error.
+long AddForwarded(long total, long forwarded) {
+  return forwarded < 0 ? forwarded : total + forwarded;
 }
 
 // ---------------------------------------------------------------------------
@@ -416,7 +428,8 @@ long Wake(long uaddr, int op, int nr, uint32_t bitset) {
       UnparkUpTo(KeyOf(Word(uaddr)), limit, static_cast<ParkToken>(bitset));
   long total = static_cast<long>(woken);
   if (woken < limit) {
-    total += Forward(uaddr, op, static_cast<long>(limit - woken), 0, 0, bitset);
+    total = AddForwarded(
+        total, Forward(uaddr, op, static_cast<long>(limit - woken), 0, 0, bitset));
   }
   return total;
 }
@@ -453,8 +466,8 @@ bool Requeue(long uaddr, int op, int nr_wake, int nr_requeue, long uaddr2,
   const long wake_left = nr_wake - static_cast<long>(r.unparked_from);
   const long requeue_left = nr_requeue - static_cast<long>(r.requeued);
   if (wake_left > 0 || requeue_left > 0) {
-    total += Forward(uaddr, op, wake_left, requeue_left, uaddr2,
-                     cmpval != nullptr ? *cmpval : 0);
+    total = AddForwarded(total, Forward(uaddr, op, wake_left, requeue_left,
+                                        uaddr2, cmpval != nullptr ? *cmpval : 0));
   }
   *result = total;
   return true;
@@ -557,15 +570,81 @@ bool WakeOp(long uaddr, int op, int nr_wake, int nr_wake2, long uaddr2,
   if (faulted) return false;
   long total = static_cast<long>(r.unparked_from + r.unparked_to);
   const int wake = FUTEX_WAKE | (op & FUTEX_PRIVATE_FLAG);
+  // The op is done whatever the kernel says, as in the kernel, whose wake
+  // loops run after it and fail on a PI or requeue-PI waiter.
   if (r.unparked_from < limit) {
-    total += Forward(uaddr, wake, static_cast<long>(limit - r.unparked_from),
-                     0, 0, 0);
+    total = AddForwarded(
+        total, Forward(uaddr, wake, static_cast<long>(limit - r.unparked_from),
+                       0, 0, 0));
   }
-  if (cond && r.unparked_to < limit2) {
-    total += Forward(uaddr2, wake, static_cast<long>(limit2 - r.unparked_to),
-                     0, 0, 0);
+  if (cond && r.unparked_to < limit2 && total >= 0) {
+    total = AddForwarded(
+        total, Forward(uaddr2, wake, static_cast<long>(limit2 - r.unparked_to),
+                       0, 0, 0));
   }
   *result = total;
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// PI operations on words the lot holds waiters on (futex_ops.h, PI rule).
+
+pid_t (*g_current_tid)() = [] { return static_cast<pid_t>(gettid()); };
+
+// Whether a served waiter is queued on `uaddr` now. Only for the rare PI
+// calls: it registers the thread, as any unpark does.
+bool HasServedWaiters(long uaddr) {
+  if (!internal::LotInitialized()) return false;
+  bool any = false;
+  UnparkFilter(
+      KeyOf(Word(uaddr)), [](ParkToken) { return FilterOp::kStop; },
+      [&any](UnparkResult r) {
+        any = r.have_more_threads;
+        return kDefaultUnparkToken;
+      });
+  return any;
+}
+
+// FUTEX_LOCK_PI, FUTEX_LOCK_PI2, FUTEX_TRYLOCK_PI, FUTEX_UNLOCK_PI: the
+// kernel, finding a non-PI waiter on the word after its own checks,
+// answers EINVAL (attach_to_pi_state; futex_unlock_pi). The lot's waiters
+// are such waiters, which the kernel cannot see: EINVAL here, once every
+// check the kernel makes before is passed; otherwise the kernel answers.
+bool PiOnServedWord(long uaddr, int cmd, long utime, long* result) {
+  if (cmd == FUTEX_LOCK_PI || cmd == FUTEX_LOCK_PI2) {
+    timespec ts;
+    if (utime != 0 &&
+        (!TimespecAddressOk(utime) || !ReadTimespec(utime, &ts) ||
+         ts.tv_sec < 0 || ts.tv_nsec < 0 || ts.tv_nsec >= 1000000000)) {
+      return false;  // EFAULT or EINVAL, from the timeout
+    }
+  }
+  if (!HasServedWaiters(uaddr)) return false;
+  uint32_t word;
+  if (!ReadWord(Word(uaddr), &word)) return false;  // EFAULT
+  const bool mine =
+      (word & FUTEX_TID_MASK) == static_cast<uint32_t>(g_current_tid());
+  // Locking: EDEADLK on a word this thread owns comes first. Unlocking:
+  // EPERM unless it owns it.
+  if (mine != (cmd == FUTEX_UNLOCK_PI)) return false;
+  *result = -EINVAL;
+  return true;
+}
+
+// FUTEX_CMP_REQUEUE_PI: past its argument checks and the compare, the
+// kernel fails with EINVAL on a waiter on uaddr that is not a
+// FUTEX_WAIT_REQUEUE_PI one (futex_proxy_trylock_atomic), as the lot's are.
+bool RequeuePiOnServedWord(long uaddr, long nr_wake, long nr_requeue,
+                           long uaddr2, long cmpval, long* result) {
+  if (static_cast<int>(nr_wake) != 1 || static_cast<int>(nr_requeue) < 0 ||
+      uaddr == uaddr2 || !WordOk(uaddr2) || !HasServedWaiters(uaddr)) {
+    return false;
+  }
+  uint32_t word;
+  if (!ReadWord(Word(uaddr), &word) || word != static_cast<uint32_t>(cmpval)) {
+    return false;  // EFAULT, EAGAIN
+  }
+  *result = -EINVAL;
   return true;
 }
 
@@ -582,7 +661,9 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
   if ((op & FUTEX_PRIVATE_FLAG) == 0) return false;
   const int cmd = op & FUTEX_CMD_MASK;
   const bool realtime = (op & FUTEX_CLOCK_REALTIME) != 0;
-  if (realtime && cmd != FUTEX_WAIT_BITSET) return false;  // the kernel: ENOSYS
+  if (realtime && cmd != FUTEX_WAIT_BITSET && cmd != FUTEX_LOCK_PI2) {
+    return false;  // the kernel: ENOSYS
+  }
   if (t_depth > 0 && !(IsWake(cmd) && ParkedInLot())) return false;
   if (!WordOk(uaddr)) return false;
   switch (cmd) {
@@ -634,12 +715,130 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
       return WakeOp(uaddr, op, static_cast<int>(val), static_cast<int>(utime),
                     uaddr2, code, result);
     }
+    case FUTEX_LOCK_PI:
+    case FUTEX_LOCK_PI2:
+    case FUTEX_TRYLOCK_PI:
+    case FUTEX_UNLOCK_PI:
+      return PiOnServedWord(uaddr, cmd, utime, result);
+    case FUTEX_CMP_REQUEUE_PI:
+      return RequeuePiOnServedWord(uaddr, val, utime, uaddr2, val3, result);
     default:
       return false;
   }
 }
 
+// ---------------------------------------------------------------------------
+// futex2 (futex_ops.h, futex2 rule). The words are the same private 32-bit
+// futexes as SYS_futex's, with the same keys in the kernel, so a served
+// call reuses the served ops above and forwards remainders as SYS_futex.
+
+constexpr long kFutex2Private32 = 2 /* FUTEX2_SIZE_U32 */ | FUTEX_PRIVATE_FLAG;
+
+int Futex2Index(long number) {
+  switch (number) {
+    case kSysFutexWaitv: return 0;
+    case kSysFutexWake: return 1;
+    case kSysFutexWait: return 2;
+    case kSysFutexRequeue: return 3;
+  }
+  return -1;
+}
+
+// A 64-bit value the kernel requires to fit the 32-bit word (EINVAL).
+bool Fits32(uint64_t v) { return v <= 0xffffffffu; }
+
+// futex_wake(uaddr, mask, nr, flags).
+bool ServeWake2(long uaddr, long mask, long nr, long flags, long* result) {
+  const auto m = static_cast<uint64_t>(mask);
+  // nr 0 wakes no one (FLAGS_STRICT): the kernel's own answer, 0 or its
+  // error.
+  if (flags != kFutex2Private32 || m == 0 || !Fits32(m) || !WordOk(uaddr) ||
+      static_cast<int>(nr) == 0) {
+    return false;
+  }
+  DepthScope depth;
+  *result = Wake(uaddr, FUTEX_WAKE_BITSET | FUTEX_PRIVATE_FLAG,
+                 static_cast<int>(nr), static_cast<uint32_t>(m));
+  return true;
+}
+
+// futex_wait(uaddr, val, mask, flags, timeout, clockid): untimed only.
+// A timed one is the kernel's: it restarts after an SA_RESTART handler
+// (-ERESTARTSYS), where the lot's timed sleep would end with EINTR; served
+// wakes reach it by the boundary rule.
+bool ServeWait2(long uaddr, long val, long mask, long flags, long timeout,
+                long* result) {
+  const auto m = static_cast<uint64_t>(mask);
+  if (flags != kFutex2Private32 || m == 0 || !Fits32(m) ||
+      !Fits32(static_cast<uint64_t>(val)) || !WordOk(uaddr) || timeout != 0) {
+    return false;
+  }
+  DepthScope depth;
+  return Wait(Word(uaddr), static_cast<uint32_t>(val), nullptr, false, false,
+              static_cast<uint32_t>(m), result);
+}
+
+// futex_requeue(waiters[2], flags, nr_wake, nr_requeue): FUTEX_CMP_REQUEUE
+// from waiters[0].uaddr (compared with waiters[0].val) to waiters[1].uaddr.
+bool ServeRequeue2(long waiters, long flags, long nr_wake, long nr_requeue,
+                   long* result) {
+  if (flags != 0 || static_cast<int>(nr_wake) < 0 ||
+      static_cast<int>(nr_requeue) < 0 || waiters < 0 ||
+      static_cast<uintptr_t>(waiters) < MinAddress()) {
+    return false;
+  }
+  uint64_t w[6];  // {val, uaddr, flags | reserved << 32} twice
+  for (int i = 0; i < 6; ++i) {
+    if (parklot_user_load64(reinterpret_cast<const void*>(waiters + 8 * i),
+                            &w[i]) != 0) {
+      return false;  // EFAULT
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (w[3 * i + 2] != static_cast<uint64_t>(kFutex2Private32) ||
+        !Fits32(w[3 * i]) || !WordOk(static_cast<long>(w[3 * i + 1]))) {
+      return false;
+    }
+  }
+  const auto cmpval = static_cast<uint32_t>(w[0]);
+  DepthScope depth;
+  return Requeue(static_cast<long>(w[1]),
+                 FUTEX_CMP_REQUEUE | FUTEX_PRIVATE_FLAG,
+                 static_cast<int>(nr_wake), static_cast<int>(nr_requeue),
+                 static_cast<long>(w[4]), &cmpval, result);
+}
+
+bool Serve2(long number, long a1, long a2, long a3, long a4, long a5,
+            long* result) {
+  if (t_depth > 0 && !(number != kSysFutexWait && ParkedInLot())) return false;
+  switch (number) {
+    case kSysFutexWake:
+      return ServeWake2(a1, a2, a3, a4, result);
+    case kSysFutexWait:
+      return ServeWait2(a1, a2, a3, a4, a5, result);
+    case kSysFutexRequeue:
+      return ServeRequeue2(a1, a2, a3, a4, result);
+  }
+  return false;  // futex_waitv: the kernel's (many words; see futex_ops.h)
+}
+
 }  // namespace
+
+bool IsFutex2(long number) { return Futex2Index(number) >= 0; }
+
+long Futex2(long number, long a1, long a2, long a3, long a4, long a5,
+            long a6) {
+  long result;
+  const int i = Futex2Index(number);
+  if (Serve2(number, a1, a2, a3, a4, a5, &result)) {
+    if (g_counting && i >= 0) g_served2[i].fetch_add(1, std::memory_order_relaxed);
+    return result;
+  }
+  if (g_counting && i >= 0) g_kernel2[i].fetch_add(1, std::memory_order_relaxed);
+  return RawSyscall6(number, a1, a2, a3, a4, a5, a6);
+}
+
+void SetCurrentTid(pid_t (*fn)()) { g_current_tid = fn; }
 
 void Init() {
   int s = g_init_state.load(std::memory_order_acquire);
@@ -713,6 +912,10 @@ Counts GetCounts() {
     c.served[i] = g_served[i].load(std::memory_order_relaxed);
     c.kernel[i] = g_kernel[i].load(std::memory_order_relaxed);
   }
+  for (int i = 0; i < kFutex2Calls; ++i) {
+    c.served2[i] = g_served2[i].load(std::memory_order_relaxed);
+    c.kernel2[i] = g_kernel2[i].load(std::memory_order_relaxed);
+  }
   c.forwarded = g_forwarded.load(std::memory_order_relaxed);
   c.forwarded_woken = g_forwarded_woken.load(std::memory_order_relaxed);
   return c;
@@ -727,6 +930,12 @@ const char* CommandName(int index) {
   return index >= 0 && index < kCommands ? kNames[index] : "?";
 }
 
+const char* Futex2Name(int index) {
+  static const char* const kNames[kFutex2Calls] = {
+      "futex_waitv", "futex_wake", "futex_wait", "futex_requeue"};
+  return index >= 0 && index < kFutex2Calls ? kNames[index] : "?";
+}
+
 std::string FormatCounts() {
   if (!g_counting) return "";
   const Counts c = GetCounts();
@@ -737,9 +946,15 @@ std::string FormatCounts() {
                                     FUTEX_WAKE_OP};
   std::string out = "futex served by parklot:";
   for (int i : kServed) absl::StrAppend(&out, " ", CommandName(i), "=", c.served[i]);
+  for (int i = 1; i < kFutex2Calls; ++i) {  // futex_waitv is never served
+    absl::StrAppend(&out, " ", Futex2Name(i), "=", c.served2[i]);
+  }
   out += "\nfutex passed to the kernel:";
   for (int i = 0; i < kCommands; ++i) {
     absl::StrAppend(&out, " ", CommandName(i), "=", c.kernel[i]);
+  }
+  for (int i = 0; i < kFutex2Calls; ++i) {
+    absl::StrAppend(&out, " ", Futex2Name(i), "=", c.kernel2[i]);
   }
   absl::StrAppend(&out, "\nfutex wakes forwarded to the kernel: ", c.forwarded,
                   " calls, ", c.forwarded_woken, " threads\n");

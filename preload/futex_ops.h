@@ -15,7 +15,7 @@
 //                       as the kernel runs it under both hash locks
 // Results are the kernel's: the same counts, and the same errors (EAGAIN,
 // ETIMEDOUT, EINTR). Every other call goes to the kernel untouched: shared
-// futexes, PI operations, FUTEX_WAIT_REQUEUE_PI/CMP_REQUEUE_PI, unknown
+// futexes, PI operations (but see the PI rule below), FUTEX_WAIT_REQUEUE_PI/CMP_REQUEUE_PI, unknown
 // commands, and any call the kernel would fail before touching a waiter
 // (a misaligned or out-of-range address, bitset 0, a malformed timespec,
 // negative requeue counts, FUTEX_CLOCK_REALTIME on another command, an
@@ -58,7 +58,7 @@
 // wake it leaves the waiter asleep).
 //
 // The boundary rule (code that bypasses syscall(): glibc's inline futex
-// calls, raw `syscall` instructions, futex2, io_uring, the kernel itself):
+// calls, raw `syscall` instructions, io_uring, the kernel itself):
 //   1. Served waiters wait in the parking lot only; a private wake that
 //      bypasses the shim does not reach them. Nothing in glibc or the kernel
 //      does that to a word a program waits on through syscall(): glibc's
@@ -78,10 +78,57 @@
 //      (any of the wake and requeue commands) while that thread is asleep
 //      in the lot, which is served: elsewhere the thread may hold a bucket
 //      lock. By rule 2 a kernel wait made so is still woken by served wakes.
+//
+// Forwarded errors. A remainder the kernel fails (EINVAL on a
+// FUTEX_WAIT_REQUEUE_PI or PI waiter it meets, as it fails the call after
+// waking the waiters before that one) makes the call fail with the
+// kernel's error, though the lot's part is done, as the kernel's wakes
+// before the failing waiter are. One exception: FUTEX_CMP_REQUEUE's
+// remainder compares *uaddr again, and its EAGAIN counts as 0 woken, since
+// the call's compare was the lot's and passed.
+//
+// PI rule. PI operations are the kernel's, but the kernel, finding a
+// waiter that is not a PI one on the word, fails with EINVAL, and the
+// lot's waiters are such waiters it cannot see. So where the lot holds a
+// waiter on uaddr (checked at the call; a waiter that arrives after is as
+// one that arrived after the kernel's check), and the kernel's earlier
+// checks pass (argument and timeout checks, EFAULT, then EDEADLK for a
+// lock on a word this thread owns, EPERM for an unlock of a word it does
+// not, EAGAIN for FUTEX_CMP_REQUEUE_PI's compare), FUTEX_LOCK_PI,
+// FUTEX_LOCK_PI2, FUTEX_TRYLOCK_PI, FUTEX_UNLOCK_PI and (waiters on uaddr,
+// the requeue source) FUTEX_CMP_REQUEUE_PI return EINVAL without reaching
+// the kernel; in every other case the kernel answers. FUTEX_WAIT_REQUEUE_PI
+// always goes to the kernel (it fails on no other waiter), and the
+// kernel's EINVAL when a served wake's remainder meets it reaches the
+// caller (Forwarded errors). Not covered: served waiters on
+// FUTEX_CMP_REQUEUE_PI's target word uaddr2.
+//
+// futex2 (futex_waitv 449, futex_wake 454, futex_wait 455, futex_requeue
+// 456, through syscall()). Served only for one private 32-bit word
+// (flags == FUTEX2_SIZE_U32 | FUTEX2_PRIVATE, mask and val fitting 32
+// bits); everything else goes to the kernel as given:
+//   futex_wake     served as FUTEX_WAKE_BITSET (the mask): the lot's
+//                  waiters first, the remainder forwarded (rule 2); nr 0
+//                  goes to the kernel (it wakes no one there, FLAGS_STRICT)
+//   futex_wait     served when untimed, as FUTEX_WAIT_BITSET with the mask;
+//                  a timed one goes to the kernel, whose -ERESTARTSYS
+//                  restarts it after an SA_RESTART handler (the lot's timed
+//                  sleep would end with EINTR); served wakes of either kind
+//                  reach it by rule 2
+//   futex_requeue  served as FUTEX_CMP_REQUEUE from waiters[0] (compared
+//                  with waiters[0].val) to waiters[1], both private 32-bit;
+//                  the remainder forwarded as FUTEX_CMP_REQUEUE (the same
+//                  kernel keys)
+//   futex_waitv    always the kernel's (a wait on many words at once is
+//                  not a park); served wakes and requeues reach its
+//                  waiters by rule 2
+// So the lot's waiters are reached by every wake and requeue through
+// syscall(), SYS_futex or futex2, and the kernel's by the remainders.
 #ifndef PARKLOT_PRELOAD_FUTEX_OPS_H_
 #define PARKLOT_PRELOAD_FUTEX_OPS_H_
 
 #include <signal.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
@@ -93,6 +140,22 @@ namespace parklot::futex {
 // -errno, as the kernel does. Thread-safe; never allocates.
 long Futex(long uaddr, long op, long val, long timeout_or_val2, long uaddr2,
            long val3);
+
+// The futex2 system calls (x86-64 numbers; glibc 2.36's headers lack them).
+inline constexpr long kSysFutexWaitv = 449;
+inline constexpr long kSysFutexWake = 454;
+inline constexpr long kSysFutexWait = 455;
+inline constexpr long kSysFutexRequeue = 456;
+bool IsFutex2(long number);
+
+// A futex2 call with syscall()'s registers: served or passed on as above.
+// Returns >= 0 or -errno. Thread-safe; never allocates.
+long Futex2(long number, long a1, long a2, long a3, long a4, long a5, long a6);
+
+// The calling thread's kernel thread id, for the PI rule's owner checks
+// (default: gettid). The shim sets its CurrentTid, which makes no system
+// call. Not thread-safe: call before Init().
+void SetCurrentTid(pid_t (*fn)());
 
 // Reads what the first served call would otherwise read on its own (the
 // lowest mappable address), and installs the SIGSEGV/SIGBUS handler in
@@ -134,18 +197,23 @@ void EnableCounting();
 // Commands 0..13 by name (FUTEX_WAIT ... FUTEX_LOCK_PI2), index 14 for any
 // other command.
 inline constexpr int kCommands = 15;
+// futex2 calls by index: futex_waitv, futex_wake, futex_wait, futex_requeue.
+inline constexpr int kFutex2Calls = 4;
 struct Counts {
   uint64_t served[kCommands] = {};
   uint64_t kernel[kCommands] = {};
+  uint64_t served2[kFutex2Calls] = {};
+  uint64_t kernel2[kFutex2Calls] = {};
   uint64_t forwarded = 0;         // served wakes that passed a remainder on
   uint64_t forwarded_woken = 0;   // threads the kernel woke or requeued so
 };
 Counts GetCounts();
 const char* CommandName(int index);
+const char* Futex2Name(int index);
 
 // The report's lines, e.g.
-//   futex served by parklot: wait=10 wait_bitset=0 wake=12 ...
-//   futex passed to the kernel: wait=0 ... other=0
+//   futex served by parklot: wait=10 wait_bitset=0 wake=12 ... futex_wake=0 ...
+//   futex passed to the kernel: wait=0 ... other=0 futex_waitv=0 ...
 //   futex wakes forwarded to the kernel: 3 calls, 1 threads
 // Empty unless counting is on.
 std::string FormatCounts();

@@ -1,5 +1,5 @@
 // syscall(): glibc's variadic wrapper, interposed so that private
-// SYS_futex operations can be served by the parking lot
+// SYS_futex operations (and the futex2 calls) can be served by the parking lot
 // (PARKLOT_SYSCALL_FUTEX=1; preload/futex_ops.h says what is served and the
 // rule at the boundary with code that bypasses this wrapper).
 //
@@ -33,6 +33,7 @@ __attribute__((constructor)) void InitFutexShim() {
   const Config& c = GetConfig();
   if (!c.syscall_futex) return;
   futex::SetKernelSigaction(RealGlibc().sigaction);
+  futex::SetCurrentTid(CurrentTid);
   futex::Init();
   if (c.stats) futex::EnableCounting();
   g_serve_futex = true;
@@ -55,6 +56,9 @@ extern "C" __attribute__((visibility("default"))) long syscall(long number,
   long r;
   if (number == SYS_futex && parklot::preload::g_serve_futex) {
     r = parklot::futex::Futex(a1, a2, a3, a4, a5, a6);
+  } else if (parklot::preload::g_serve_futex && parklot::futex::IsFutex2(number)) {
+    // futex_wake, futex_wait, futex_requeue, futex_waitv: the same words.
+    r = parklot::futex::Futex2(number, a1, a2, a3, a4, a5, a6);
   } else {
     r = parklot::RawSyscall6(number, a1, a2, a3, a4, a5, a6);
   }

@@ -1,10 +1,12 @@
 #include "runtime/config.h"
 
+#include <errno.h>
 #include <sys/auxv.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
-#include "absl/base/internal/raw_logging.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -16,8 +18,7 @@ namespace {
 // given, what is accepted and the default used instead. `value` may be any
 // text from the environment: it is shortened and control characters are
 // replaced, so the report stays one line. No allocation (the first lock,
-// inside malloc, may parse the environment); ABSL_RAW_LOG formats on the
-// stack.
+// inside malloc, may parse the environment): formatted on the stack.
 void Reject(const char* prefix, absl::string_view name, absl::string_view value,
             absl::string_view accepted, absl::string_view default_value) {
   constexpr size_t kShown = 48;
@@ -31,12 +32,22 @@ void Reject(const char* prefix, absl::string_view name, absl::string_view value,
     for (int i = 0; i < 3; ++i) shown[n++] = '.';
   }
   shown[n] = '\0';
-  ABSL_RAW_LOG(WARNING,
-               "parklot: ignoring %s%.*s=%s (accepted: %.*s); using the "
-               "default %.*s",
-               prefix, static_cast<int>(name.size()), name.data(), shown,
-               static_cast<int>(accepted.size()), accepted.data(),
-               static_cast<int>(default_value.size()), default_value.data());
+  // One write(2) of one line: no stdio, and none of raw logging's source
+  // location prefix, which says nothing to a user.
+  char line[512];
+  const int len = absl::SNPrintF(
+      line, sizeof(line),
+      "parklot: ignoring %s%s=%s (accepted: %s); using the default %s\n",
+      prefix, name, shown, accepted, default_value);
+  if (len > 0) {
+    const size_t size = static_cast<size_t>(len) < sizeof(line)
+                            ? static_cast<size_t>(len)
+                            : sizeof(line) - 1;
+    const int saved_errno = errno;
+    const ssize_t w = write(STDERR_FILENO, line, size);
+    (void)w;
+    errno = saved_errno;
+  }
 }
 
 // The accepted ranges, as Reject words them. One place for each range:

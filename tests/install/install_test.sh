@@ -109,6 +109,14 @@ man=$(sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' "$prefix/share/man/man1/parklot.1")
 for word in $(sed '/^Bazel:/,$d' <<<"$help" | grep -oE -- '--[a-z]+|PARKLOT_[A-Z_]+' | sort -u); do
   grep -q -- "$word" <<<"$man" || fail "man page lacks $word (in --help)"
 done
+# It renders as man(1) shows it (a first-line '\" comment names
+# preprocessors to man-db), and no Markdown is left in it.
+if command -v man >/dev/null; then
+  MANWIDTH=80 man -l "$prefix/share/man/man1/parklot.1" >"$work/man.txt" 2>"$work/man.err" &&
+    [ ! -s "$work/man.err" ] && pass "man renders the page" ||
+    fail "man -l parklot.1: $(head -c 300 "$work/man.err")"
+fi
+grep -q '](' "$prefix/share/man/man1/parklot.1" && fail "Markdown links left in the man page"
 
 stockfish=/usr/games/stockfish
 if [ -x "$stockfish" ]; then
