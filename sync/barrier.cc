@@ -1,11 +1,21 @@
 #include "sync/barrier.h"
 
+#include <limits.h>
+
+#include "hash/futex.h"
 #include "runtime/parking_lot.h"
 
 namespace parklot {
+namespace {
+// The generation half of the barrier word (x86-64 is little-endian: the
+// high 32 bits), as a futex address. Only the kernel reads through it.
+const std::atomic<uint32_t>* GenerationWord(const std::atomic<uint64_t>* w) {
+  return reinterpret_cast<const std::atomic<uint32_t>*>(
+      reinterpret_cast<const char*>(w) + 4);
+}
+}  // namespace
 
 bool Barrier::Wait() {
-  const uintptr_t key = KeyOf(&word_);
   for (;;) {
     // acq_rel: publish this thread's writes to the last arrival (release),
     // and, for the last arrival, see everyone's (the arrivals form a
@@ -17,19 +27,27 @@ bool Barrier::Wait() {
       // Last one. The others of this cycle now count as "on their way
       // out" until each has left (Exit), so that a destroyer waits for
       // them. Every other arrival of this cycle is waiting, so a plain
-      // store starts the next cycle; after it only the parking lot is
-      // touched.
+      // store starts the next cycle; after it the barrier's memory is not
+      // touched (a futex wake only names the address, and a stray one is
+      // harmless to any futex user).
       if (count_ > 1) exits_.fetch_add(count_ - 1, std::memory_order_relaxed);
       word_.store(uint64_t{generation + 1u} << 32, std::memory_order_release);
-      UnparkAll(key);
+      if (count_ > 1) FutexWakePrivate(GenerationWord(&word_), INT_MAX);
       return true;
     }
     auto released = [this, generation] {
       return static_cast<uint32_t>(word_.load(std::memory_order_acquire) >>
                                    32) != generation;
     };
+    // Every waiter of a cycle is released at once, by one wake: they sleep
+    // on the barrier's own word, as glibc's do, not in the parking lot,
+    // whose per-thread queue would cost the last arrival one wake system
+    // call per waiter. The kernel compares the generation under its hash
+    // lock, so a release between the check and the sleep is never missed.
+    // Nothing is queued in user space: a signal handler that leaves by
+    // siglongjmp leaves no trace.
     while (!released()) {
-      Park(key, [&] { return !released(); });
+      FutexWaitPrivate(GenerationWord(&word_), generation);
     }
     if (arrived < count_) {
       Exit();

@@ -4,7 +4,11 @@
 #ifndef PARKLOT_TESTS_SYNC_PRIMITIVES_TEST_UTIL_H_
 #define PARKLOT_TESTS_SYNC_PRIMITIVES_TEST_UTIL_H_
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -60,7 +64,27 @@ class ThreadRef {
   // Called by the thread itself (registers it with the parking lot). Only
   // the slot is kept: the thread's ThreadData changes when it exits.
   void Publish() {
+    tid_.store(gettid(), std::memory_order_relaxed);
     slot_.store(CurrentSlot(), std::memory_order_release);
+  }
+  // True while the thread is blocked in a futex system call of its own
+  // (primitives that sleep on their own word, not in the lot: Barrier), as
+  // /proc/self/task/TID/syscall shows it: the call's number first.
+  bool in_futex() const {
+    if (slot_.load(std::memory_order_acquire) == kNoSlot) return false;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall",
+             static_cast<int>(tid_.load(std::memory_order_relaxed)));
+    FILE* f = fopen(path, "r");
+    if (f == nullptr) return false;
+    long nr = -1;
+    const bool read = fscanf(f, "%ld", &nr) == 1;
+    fclose(f);
+    return read && nr == SYS_futex;
+  }
+  // Waits (bounded, generously) until the thread sleeps in a futex call.
+  bool WaitInFutex(absl::Duration limit = absl::Seconds(20)) const {
+    return Eventually([this] { return in_futex(); }, limit);
   }
   bool parked() const {
     const uint32_t slot = slot_.load(std::memory_order_acquire);
@@ -73,6 +97,7 @@ class ThreadRef {
   }
 
  private:
+  std::atomic<pid_t> tid_{0};
   std::atomic<uint32_t> slot_{kNoSlot};
 };
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Barrier rounds side by side: glibc and each shim given (e.g. an older
+# build as a second one), every configuration once per repetition,
+# repetitions interleaved; medians [min - max] of wall and CPU ns per
+# round, and the ratio to glibc.
+#
+#   bench/barrier_cost.sh [--reps=N] BARRIER_ROUNDS NAME=SHIM...
+#   bazel build //bench:barrier_rounds //preload:libparklot_preload.so &&
+#   bench/barrier_cost.sh bazel-bin/bench/barrier_rounds \
+#       parklot=bazel-bin/preload/libparklot_preload.so
+set -euo pipefail
+reps=5
+case "${1:-}" in --reps=*) reps=${1#--reps=}; shift ;; esac
+prog=$1
+shift
+configs=(glibc "$@")
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for ((r = 0; r < reps; r++)); do
+  for shape in "8 2000" "64 250" "1024 20"; do
+    for c in "${configs[@]}"; do
+      name=${c%%=*}
+      pre=""
+      [ "$name" = glibc ] || pre=$(readlink -f "${c#*=}")
+      set -- $shape
+      LD_PRELOAD="$pre" timeout 120 "$prog" "$1" "$2" >>"$out/$name.$1" 
+    done
+  done
+done
+python3 - "$out" "${configs[@]%%=*}" <<'PY'
+import os, statistics, sys
+d, names = sys.argv[1], sys.argv[2:]
+for t in (8, 64, 1024):
+    print(f"barrier, {t} threads: ns per round, median [min - max]")
+    base = None
+    for n in names:
+        rows = [l.split() for l in open(os.path.join(d, f"{n}.{t}"))]
+        wall = [float(r[1]) for r in rows]
+        cpu = [float(r[3]) for r in rows]
+        m, mc = statistics.median(wall), statistics.median(cpu)
+        if base is None: base = (m, mc)
+        print(f"  {n:10s} wall {m:10.0f} [{min(wall):.0f} - {max(wall):.0f}]  {m / base[0]:.2f}x"
+              f"   cpu {mc:10.0f} [{min(cpu):.0f} - {max(cpu):.0f}]  {mc / base[1]:.2f}x")
+PY
