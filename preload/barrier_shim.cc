@@ -9,6 +9,7 @@
 
 #include "preload/shim.h"
 #include "sync/barrier.h"
+#include "preload/symbol_versions.h"
 
 namespace parklot::preload {
 namespace {
@@ -74,3 +75,6 @@ int pthread_barrier_wait(pthread_barrier_t* b) {
 }
 
 }  // extern "C"
+
+// glibc's symbol versions (symbol_versions.h).
+PARKLOT_VERSIONS_BARRIER;

@@ -8,6 +8,7 @@
 #include "preload/shim.h"
 #include "sync/condvar.h"
 #include "sync/mutex.h"
+#include "preload/symbol_versions.h"
 
 namespace parklot::preload {
 
@@ -109,11 +110,12 @@ class WaitingMutex {
 
 // Waits on a condvar the shim owns. `abstime`: valid, or nullptr for no
 // deadline (the caller has checked it and `clock`).
+// `caller`: ProgramDeadline's.
 int Wait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime,
-         clockid_t clock) {
-  const auto deadline_of = [abstime, clock] {
+         clockid_t clock, const void* caller = nullptr) {
+  const auto deadline_of = [abstime, clock, caller] {
     return abstime == nullptr ? Deadline::Never()
-                              : Deadline::FromTimespec(*abstime, clock);
+                              : ProgramDeadline(*abstime, clock, caller);
   };
   if (MutexIsGlibcOwned(m)) {
     if (const int rc = GlibcUnlockError(m); rc != 0) return rc;
@@ -267,7 +269,7 @@ int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m,
     }
     return RealGlibc().cond_timedwait(c, m, abstime);
   }
-  return Wait(c, m, abstime, ClockOf(c));
+  return Wait(c, m, abstime, ClockOf(c), __builtin_return_address(0));
 }
 
 int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m,
@@ -340,3 +342,6 @@ int cnd_broadcast(cnd_t* c) {
 }
 
 }  // extern "C"
+
+// glibc's symbol versions (symbol_versions.h).
+PARKLOT_VERSIONS_COND;

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "preload/shim.h"
+#include "preload/symbol_versions.h"
 
 extern "C" {
 // Set at the first DEEPBIND dlopen; from then on the stubs take the slow
@@ -618,3 +619,6 @@ ParklotShadowStack:
   .cfi_endproc
   .size ParklotShadowStack, .-ParklotShadowStack
 )");
+
+// glibc's symbol versions (symbol_versions.h).
+PARKLOT_VERSIONS_DEEPBIND;

@@ -89,6 +89,44 @@ const Glibc& RealGlibc() {
   return g_glibc;
 }
 
+namespace {
+using ClockGettime = int (*)(clockid_t, struct timespec*);
+// Both null unless the program's clock_gettime is not glibc's.
+ClockGettime g_program_clock;
+ClockGettime g_kernel_clock;
+void* g_program_clock_object;  // the base of the library that defines it
+}  // namespace
+
+void ResolveProgramClock() {
+  // glibc's own, from libc's handle (RTLD_NEXT could find the faking
+  // library); NOLOAD: libc is loaded, nothing else is.
+  void* libc = RealGlibc().dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+  if (libc == nullptr) return;
+  auto kernel = reinterpret_cast<ClockGettime>(dlvsym(libc, "clock_gettime", "GLIBC_2.17"));
+  auto program = reinterpret_cast<ClockGettime>(dlsym(RTLD_DEFAULT, "clock_gettime"));
+  dlclose(libc);
+  if (kernel == nullptr || program == nullptr || kernel == program) return;
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(program), &info) == 0) return;
+  g_program_clock_object = info.dli_fbase;
+  g_kernel_clock = kernel;
+  g_program_clock = program;
+}
+
+Deadline ProgramDeadline(const struct timespec& ts, clockid_t clock,
+                         const void* caller) {
+  const Deadline d = Deadline::FromTimespec(ts, clock);
+  if (g_program_clock == nullptr) return d;
+  Dl_info info;
+  if (caller != nullptr && dladdr(caller, &info) != 0 &&
+      info.dli_fbase == g_program_clock_object) {
+    return d;
+  }
+  struct timespec program, kernel;
+  if (g_program_clock(clock, &program) != 0 || g_kernel_clock(clock, &kernel) != 0) return d;
+  return {d.when + (absl::TimeFromTimespec(kernel) - absl::TimeFromTimespec(program)), clock};
+}
+
 pid_t CurrentTid() {
   const long offset = g_tid_offset.load(std::memory_order_relaxed);
   return offset >= 0 ? TidAt(offset) : gettid();

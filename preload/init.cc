@@ -32,6 +32,7 @@ constexpr ForkHandlers kStandInsForkStep{nullptr, nullptr,
 // first use and glibc entry points resolve on first need.
 __attribute__((constructor)) void Init() {
   RealGlibc();
+  ResolveProgramClock();
   RegisterForkStep(ForkStep::kShimStandIns, &kStandInsForkStep);
   const Config& config = GetConfig();
   if (config.stats || config.deadlock != DeadlockMode::kOff) {

@@ -5,6 +5,7 @@
 #include "preload/deadlock.h"
 #include "preload/shim.h"
 #include "sync/mutex.h"
+#include "preload/symbol_versions.h"
 
 namespace parklot::preload {
 namespace {
@@ -43,7 +44,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
   Deadline deadline = Deadline::Never();
   if (timed && !IsNull(abstime)) {
     if (!ValidTimespec(abstime)) return EINVAL;
-    deadline = Deadline::FromTimespec(*abstime, clock);
+    deadline = ProgramDeadline(*abstime, clock);
   }
   const int64_t t0 = StatsOn() ? MonotonicNanos() : 0;
   const bool ok =
@@ -284,3 +285,6 @@ int mtx_unlock(mtx_t* mtx) {
 }
 
 }  // extern "C"
+
+// glibc's symbol versions (symbol_versions.h).
+PARKLOT_VERSIONS_MUTEX;

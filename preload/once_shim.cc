@@ -10,6 +10,7 @@
 
 #include "preload/shim.h"
 #include "sync/once.h"
+#include "preload/symbol_versions.h"
 
 static_assert(sizeof(parklot::Once) == sizeof(pthread_once_t),
               "Once fits pthread_once_t");
@@ -31,3 +32,6 @@ void call_once(once_flag* flag, void (*init)(void)) {
 }
 
 }  // extern "C"
+
+// glibc's symbol versions (symbol_versions.h).
+PARKLOT_VERSIONS_ONCE;

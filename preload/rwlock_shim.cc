@@ -12,6 +12,7 @@
 #include "preload/deadlock.h"
 #include "preload/shim.h"
 #include "sync/shared_mutex.h"
+#include "preload/symbol_versions.h"
 
 extern "C" {
 int __pthread_rwlock_init(pthread_rwlock_t*, const pthread_rwlockattr_t*);
@@ -54,7 +55,7 @@ int DeadlineOf(const struct timespec* abstime, clockid_t clock, Deadline* d) {
     return 0;
   }
   if (!ValidClock(clock) || !ValidTimespec(abstime)) return EINVAL;
-  *d = Deadline::FromTimespec(*abstime, clock);
+  *d = ProgramDeadline(*abstime, clock);
   return 0;
 }
 
@@ -231,3 +232,6 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
 }
 
 }  // extern "C"
+
+// glibc's symbol versions (symbol_versions.h).
+PARKLOT_VERSIONS_RWLOCK;

@@ -15,6 +15,7 @@
 #include "preload/shim.h"
 #include "runtime/parking_lot.h"
 #include "sync/semaphore.h"
+#include "preload/symbol_versions.h"
 
 namespace parklot::preload {
 namespace {
@@ -91,7 +92,7 @@ int sem_timedwait(sem_t* __restrict s, const struct timespec* __restrict at) {
   if (!ValidTimespec(at)) return Fail(EINVAL);
   if (!Ours(s)) return RealGlibc().sem_timedwait(s, at);
   if (StatsOn()) CountOp(Op::kSemWait);
-  return Wait(s, Deadline::FromTimespec(*at, CLOCK_REALTIME));
+  return Wait(s, ProgramDeadline(*at, CLOCK_REALTIME, __builtin_return_address(0)));
 }
 
 int sem_clockwait(sem_t* __restrict s, clockid_t clock,
@@ -100,7 +101,7 @@ int sem_clockwait(sem_t* __restrict s, clockid_t clock,
   if (!ValidClock(clock) || !ValidTimespec(at)) return Fail(EINVAL);
   if (!Ours(s)) return RealGlibc().sem_clockwait(s, clock, at);
   if (StatsOn()) CountOp(Op::kSemWait);
-  return Wait(s, Deadline::FromTimespec(*at, clock));
+  return Wait(s, ProgramDeadline(*at, clock));
 }
 
 int sem_trywait(sem_t* s) {
@@ -124,3 +125,6 @@ int sem_getvalue(sem_t* __restrict s, int* __restrict value) {
 }
 
 }  // extern "C"
+
+// glibc's symbol versions (symbol_versions.h).
+PARKLOT_VERSIONS_SEM;

@@ -163,6 +163,20 @@ inline bool ValidClock(clockid_t clock) {
   return clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC;
 }
 
+// The kernel's deadline for an absolute time `ts` the program gave on
+// `clock`. The program reads time through the global clock_gettime, which a
+// time-faking library preloaded after the shim (libfaketime) replaces;
+// then `ts` is on that faked clock and is moved by (kernel now - program
+// now), as libfaketime moves the deadlines of the waits it wraps. Without
+// such a library it is `ts` as it is. `caller`: the return address of a
+// wait libfaketime wraps (pthread_cond_timedwait, sem_timedwait); called
+// from that library, the deadline is already the kernel's.
+Deadline ProgramDeadline(const struct timespec& ts, clockid_t clock,
+                         const void* caller = nullptr);
+// Called by the constructor: notes whether the program's clock_gettime is
+// glibc's (ProgramDeadline).
+void ResolveProgramClock();
+
 // The child part of ForkStep::kShimStandIns (runtime/fork.h, registered by
 // init.cc): frees the stand-in mutexes of process-shared condvar waits
 // (cond_shim.cc), which only threads now gone could hold.

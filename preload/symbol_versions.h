@@ -1,0 +1,90 @@
+// The compat symbol versions glibc 2.36 defines for the served functions
+// (exports.lds gives every served function its default version, as glibc:
+// sem_wait@@GLIBC_2.34, pthread_cond_wait@@GLIBC_2.3.2, ...). Each entry
+// exports the function under its compat version too (sem_wait@GLIBC_2.2.5),
+// so dlsym, dlvsym (every version) and a program bound to either version
+// all reach the shim. The condvars' GLIBC_2.2.5 (the old condvar ABI) is not
+// defined: it stays glibc's.
+//
+// The mechanism is glibc's compat_symbol: a global alias of the definition
+// (parklot_v_NAME_VERSION; exports.lds makes the name local) carries the
+// .symver. It needs gold (the shim's linkopts): GNU ld drops the default
+// version of a name that also has a .symver'd compat version. A .symver names
+// a symbol of its own assembly file, so each group is written once, at file
+// scope, in the file that defines its functions.
+// tests/preload/symbol_versions_test checks the result against libc.so.6.
+#ifndef PARKLOT_PRELOAD_SYMBOL_VERSIONS_H_
+#define PARKLOT_PRELOAD_SYMBOL_VERSIONS_H_
+
+#define PARKLOT_COMPAT(name, tag, ver)                 \
+  __asm__(".globl parklot_v_" #name "_" #tag "\n\t"    \
+          ".set parklot_v_" #name "_" #tag ", " #name "\n\t" \
+          ".symver parklot_v_" #name "_" #tag ", " #name "@" ver)
+#define PARKLOT_V225(name) PARKLOT_COMPAT(name, 225, "GLIBC_2.2.5")
+#define PARKLOT_V228(name) PARKLOT_COMPAT(name, 228, "GLIBC_2.28")
+#define PARKLOT_V230(name) PARKLOT_COMPAT(name, 230, "GLIBC_2.30")
+
+// mutex_shim.cc
+#define PARKLOT_VERSIONS_MUTEX                           \
+  PARKLOT_V225(pthread_mutex_trylock);   \
+  PARKLOT_V225(pthread_mutex_timedlock); \
+  PARKLOT_V230(pthread_mutex_clocklock);  \
+  PARKLOT_V228(mtx_init);                 \
+  PARKLOT_V228(mtx_lock);                 \
+  PARKLOT_V228(mtx_trylock);              \
+  PARKLOT_V228(mtx_timedlock);            \
+  PARKLOT_V228(mtx_unlock);               \
+  PARKLOT_V228(mtx_destroy)
+
+// cond_shim.cc
+#define PARKLOT_VERSIONS_COND                           \
+  PARKLOT_V230(pthread_cond_clockwait);  \
+  PARKLOT_V228(cnd_init);                \
+  PARKLOT_V228(cnd_wait);                \
+  PARKLOT_V228(cnd_timedwait);           \
+  PARKLOT_V228(cnd_signal);              \
+  PARKLOT_V228(cnd_broadcast);           \
+  PARKLOT_V228(cnd_destroy)
+
+// rwlock_shim.cc
+#define PARKLOT_VERSIONS_RWLOCK                              \
+  PARKLOT_V225(pthread_rwlock_init);         \
+  PARKLOT_V225(pthread_rwlock_destroy);      \
+  PARKLOT_V225(pthread_rwlock_rdlock);       \
+  PARKLOT_V225(pthread_rwlock_wrlock);       \
+  PARKLOT_V225(pthread_rwlock_tryrdlock);    \
+  PARKLOT_V225(pthread_rwlock_trywrlock);    \
+  PARKLOT_V225(pthread_rwlock_timedrdlock);  \
+  PARKLOT_V225(pthread_rwlock_timedwrlock);  \
+  PARKLOT_V230(pthread_rwlock_clockrdlock);   \
+  PARKLOT_V230(pthread_rwlock_clockwrlock);   \
+  PARKLOT_V225(pthread_rwlock_unlock)
+
+// barrier_shim.cc
+#define PARKLOT_VERSIONS_BARRIER                        \
+  PARKLOT_V225(pthread_barrier_init);   \
+  PARKLOT_V225(pthread_barrier_wait);   \
+  PARKLOT_V225(pthread_barrier_destroy)
+
+// sem_shim.cc
+#define PARKLOT_VERSIONS_SEM                      \
+  PARKLOT_V225(sem_init);         \
+  PARKLOT_V225(sem_destroy);      \
+  PARKLOT_V225(sem_wait);         \
+  PARKLOT_V225(sem_trywait);      \
+  PARKLOT_V225(sem_timedwait);    \
+  PARKLOT_V230(sem_clockwait);     \
+  PARKLOT_V225(sem_post);         \
+  PARKLOT_V225(sem_getvalue)
+
+// once_shim.cc
+#define PARKLOT_VERSIONS_ONCE                 \
+  PARKLOT_V225(pthread_once); \
+  PARKLOT_V228(call_once)
+
+// deepbind.cc (dlopen's compat version is libdl's, now in libc)
+#define PARKLOT_VERSIONS_DEEPBIND       \
+  PARKLOT_V225(dlopen); \
+  PARKLOT_COMPAT(dlmopen, 234, "GLIBC_2.3.4")
+
+#endif  // PARKLOT_PRELOAD_SYMBOL_VERSIONS_H_
