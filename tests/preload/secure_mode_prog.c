@@ -15,19 +15,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-static pthread_mutex_t g_a = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t g_b = PTHREAD_MUTEX_INITIALIZER;
-static long g_count;
-
-static void* worker(void* arg) {
-  (void)arg;
-  for (int i = 0; i < 20000; ++i) {
-    pthread_mutex_lock(&g_a);
-    ++g_count;
-    pthread_mutex_unlock(&g_a);
-  }
-  return NULL;
-}
+#include "tests/preload/report_workload.h"
 
 int main(void) {
   int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT,
@@ -44,21 +32,8 @@ int main(void) {
          active != NULL && active(), getauxval(AT_SECURE), (int)getuid(),
          (int)geteuid(), lot);
   fflush(stdout);
-  /* A lock-order inversion (a then b, later b then a; never concurrent):
-   * PARKLOT_DEADLOCK=report would report it. */
-  pthread_mutex_lock(&g_a);
-  pthread_mutex_lock(&g_b);
-  pthread_mutex_unlock(&g_b);
-  pthread_mutex_unlock(&g_a);
-  pthread_mutex_lock(&g_b);
-  pthread_mutex_lock(&g_a);
-  pthread_mutex_unlock(&g_a);
-  pthread_mutex_unlock(&g_b);
-  pthread_t t[4];
-  for (int i = 0; i < 4; ++i) pthread_create(&t[i], NULL, worker, NULL);
-  for (int i = 0; i < 4; ++i) pthread_join(t[i], NULL);
-  if (g_count != 4 * 20000) {
-    fprintf(stderr, "secure_mode_prog: count %ld\n", g_count);
+  if (report_workload() != 0) {
+    fprintf(stderr, "secure_mode_prog: an increment was lost\n");
     return 1;
   }
   exit(0);

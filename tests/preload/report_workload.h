@@ -1,0 +1,40 @@
+/* The lock work of the report tests' programs (secure_mode_prog,
+ * report_fd_prog): a lock-order inversion that never deadlocks (a then b,
+ * later b then a, one thread), which PARKLOT_DEADLOCK=report reports, and
+ * one mutex contended by four threads, which gives the statistics report
+ * something to say. Returns 0 if every increment was counted. */
+#ifndef PARKLOT_TESTS_PRELOAD_REPORT_WORKLOAD_H_
+#define PARKLOT_TESTS_PRELOAD_REPORT_WORKLOAD_H_
+
+#include <pthread.h>
+
+static pthread_mutex_t g_report_a = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_report_b = PTHREAD_MUTEX_INITIALIZER;
+static long g_report_count;
+
+static void* report_worker(void* arg) {
+  (void)arg;
+  for (int i = 0; i < 20000; ++i) {
+    pthread_mutex_lock(&g_report_a);
+    ++g_report_count;
+    pthread_mutex_unlock(&g_report_a);
+  }
+  return NULL;
+}
+
+static inline int report_workload(void) {
+  pthread_mutex_lock(&g_report_a);
+  pthread_mutex_lock(&g_report_b);
+  pthread_mutex_unlock(&g_report_b);
+  pthread_mutex_unlock(&g_report_a);
+  pthread_mutex_lock(&g_report_b);
+  pthread_mutex_lock(&g_report_a);
+  pthread_mutex_unlock(&g_report_a);
+  pthread_mutex_unlock(&g_report_b);
+  pthread_t t[4];
+  for (int i = 0; i < 4; ++i) pthread_create(&t[i], NULL, report_worker, NULL);
+  for (int i = 0; i < 4; ++i) pthread_join(t[i], NULL);
+  return g_report_count == 4 * 20000 ? 0 : 1;
+}
+
+#endif  /* PARKLOT_TESTS_PRELOAD_REPORT_WORKLOAD_H_ */
