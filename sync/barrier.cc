@@ -30,9 +30,13 @@ bool Barrier::Wait() {
       // store starts the next cycle; after it the barrier's memory is not
       // touched (a futex wake only names the address, and a stray one is
       // harmless to any futex user).
-      if (count_ > 1) exits_.fetch_add(count_ - 1, std::memory_order_relaxed);
+      // Everything the release needs is read before the store: after it a
+      // released thread may destroy and free the barrier (invariant 2).
+      const bool others = count_ > 1;
+      const std::atomic<uint32_t>* generation_word = GenerationWord(&word_);
+      if (others) exits_.fetch_add(count_ - 1, std::memory_order_relaxed);
       word_.store(uint64_t{generation + 1u} << 32, std::memory_order_release);
-      if (count_ > 1) FutexWakePrivate(GenerationWord(&word_), INT_MAX);
+      if (others) FutexWakePrivate(generation_word, INT_MAX);
       return true;
     }
     auto released = [this, generation] {
