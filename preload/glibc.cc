@@ -102,9 +102,13 @@ void ResolveProgramClock() {
   // library); NOLOAD: libc is loaded, nothing else is.
   void* libc = RealGlibc().dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
   if (libc == nullptr) return;
-  auto kernel = reinterpret_cast<ClockGettime>(dlvsym(libc, "clock_gettime", "GLIBC_2.17"));
-  auto program = reinterpret_cast<ClockGettime>(dlsym(RTLD_DEFAULT, "clock_gettime"));
+  auto kernel = reinterpret_cast<ClockGettime>(
+      dlvsym(libc, "clock_gettime", "GLIBC_2.17"));
+  auto program =
+      reinterpret_cast<ClockGettime>(dlsym(RTLD_DEFAULT, "clock_gettime"));
   dlclose(libc);
+  // A failed lookup leaves no error for the program's first dlerror().
+  if (kernel == nullptr || program == nullptr) dlerror();
   if (kernel == nullptr || program == nullptr || kernel == program) return;
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(program), &info) == 0) return;

@@ -88,6 +88,7 @@ int Watched(pthread_rwlock_t* rw, LockMode mode, const Deadline& d,
 
 // EDEADLK, as glibc, when the caller already holds the lock for writing.
 int RdLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
+  if (StatsOn()) CountOp(Op::kRwlockLock);
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
   if (DeadlockOn()) {
     return Watched(
@@ -101,6 +102,7 @@ int RdLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
 }
 
 int WrLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
+  if (StatsOn()) CountOp(Op::kRwlockLock);
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
   if (DeadlockOn()) {
     return Watched(
@@ -155,28 +157,25 @@ int pthread_rwlock_destroy(pthread_rwlock_t* rw) {
 
 int pthread_rwlock_rdlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_rdlock(rw);
-  if (StatsOn()) CountOp(Op::kRwlockLock);
   return RdLock(rw, Deadline::Never(), __builtin_return_address(0));
 }
 
 int pthread_rwlock_timedrdlock(pthread_rwlock_t* rw,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_timedrdlock(rw, abstime);
-  if (StatsOn()) CountOp(Op::kRwlockLock);
   return TimedRdLock(rw, CLOCK_REALTIME, abstime, __builtin_return_address(0));
 }
 
 int pthread_rwlock_clockrdlock(pthread_rwlock_t* rw, clockid_t clock,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_clockrdlock(rw, clock, abstime);
-  if (StatsOn()) CountOp(Op::kRwlockLock);
   return TimedRdLock(rw, clock, abstime, __builtin_return_address(0));
 }
 
 int pthread_rwlock_tryrdlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_tryrdlock(rw);
-  if (StatsOn()) CountOp(Op::kRwlockLock);
   const int rc = Core::TryLockShared(Word(rw));
+  if (StatsOn() && rc == 0) CountOp(Op::kRwlockLock);
   if (DeadlockOn() && rc == 0) {
     DeadlockAcquired(rw, ReadMode(rw), __builtin_return_address(0));
   }
@@ -185,28 +184,25 @@ int pthread_rwlock_tryrdlock(pthread_rwlock_t* rw) {
 
 int pthread_rwlock_wrlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_wrlock(rw);
-  if (StatsOn()) CountOp(Op::kRwlockLock);
   return WrLock(rw, Deadline::Never(), __builtin_return_address(0));
 }
 
 int pthread_rwlock_timedwrlock(pthread_rwlock_t* rw,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_timedwrlock(rw, abstime);
-  if (StatsOn()) CountOp(Op::kRwlockLock);
   return TimedWrLock(rw, CLOCK_REALTIME, abstime, __builtin_return_address(0));
 }
 
 int pthread_rwlock_clockwrlock(pthread_rwlock_t* rw, clockid_t clock,
                                const struct timespec* abstime) {
   if (GlibcOwned(rw)) return RealGlibc().rwlock_clockwrlock(rw, clock, abstime);
-  if (StatsOn()) CountOp(Op::kRwlockLock);
   return TimedWrLock(rw, clock, abstime, __builtin_return_address(0));
 }
 
 int pthread_rwlock_trywrlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return __pthread_rwlock_trywrlock(rw);
-  if (StatsOn()) CountOp(Op::kRwlockLock);
   const int rc = Core::TryLock(Word(rw));
+  if (StatsOn() && rc == 0) CountOp(Op::kRwlockLock);
   if (DeadlockOn() && rc == 0) {
     DeadlockAcquired(rw, LockMode::kWrite, __builtin_return_address(0));
   }

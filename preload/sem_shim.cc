@@ -44,6 +44,7 @@ int Fail(int err) {
 // checked even when a unit is available, as glibc does), EINTR after a
 // signal handler by the kernel's futex rules.
 int Wait(sem_t* s, const Deadline& deadline) {
+  if (StatsOn()) CountOp(Op::kSemWait);
   pthread_testcancel();
   CancellationPoint cancellation_point;
   InterruptiblePark interruptible;
@@ -82,7 +83,6 @@ int sem_destroy(sem_t* s) {
 
 int sem_wait(sem_t* s) {
   if (!Ours(s)) return RealGlibc().sem_wait(s);
-  if (StatsOn()) CountOp(Op::kSemWait);
   return Wait(s, Deadline::Never());
 }
 
@@ -91,7 +91,6 @@ int sem_timedwait(sem_t* __restrict s, const struct timespec* __restrict at) {
   // every other invalid time, instead, also for its own semaphores.
   if (!ValidTimespec(at)) return Fail(EINVAL);
   if (!Ours(s)) return RealGlibc().sem_timedwait(s, at);
-  if (StatsOn()) CountOp(Op::kSemWait);
   return Wait(s, ProgramDeadline(*at, CLOCK_REALTIME, __builtin_return_address(0)));
 }
 
@@ -100,7 +99,6 @@ int sem_clockwait(sem_t* __restrict s, clockid_t clock,
   // As sem_timedwait (glibc checks the clock first).
   if (!ValidClock(clock) || !ValidTimespec(at)) return Fail(EINVAL);
   if (!Ours(s)) return RealGlibc().sem_clockwait(s, clock, at);
-  if (StatsOn()) CountOp(Op::kSemWait);
   return Wait(s, ProgramDeadline(*at, clock));
 }
 

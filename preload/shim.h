@@ -173,8 +173,12 @@ inline bool ValidClock(clockid_t clock) {
 // from that library, the deadline is already the kernel's.
 Deadline ProgramDeadline(const struct timespec& ts, clockid_t clock,
                          const void* caller = nullptr);
-// Called by the constructor: notes whether the program's clock_gettime is
-// glibc's (ProgramDeadline).
+// Thread-safe (reads what the constructor set); not async-signal-safe
+// when a faking library is present (dladdr takes the loader's lock), as
+// the timed waits that call it are not.
+//
+// Called once by the constructor, before any thread: notes whether the
+// program's clock_gettime is glibc's (ProgramDeadline). Not thread-safe.
 void ResolveProgramClock();
 
 // The child part of ForkStep::kShimStandIns (runtime/fork.h, registered by
