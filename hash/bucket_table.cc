@@ -12,6 +12,7 @@
 #include "hash/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
 #include "hash/futex.h"
+#include "hash/shared_tls.h"
 
 namespace parklot {
 
@@ -235,7 +236,7 @@ using internal::t_grow_table;
 using internal::t_read_depth;
 
 namespace {
-// Initial-exec: read on lock paths and in signal handlers (see t_sections).
+// Initial-exec: read on lock paths and in signal handlers (see t_section).
 // Inside MaybeGrow or a fork's lock-all on this thread: a collision growth
 // here could wait on what the interrupted code holds.
 __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_table_busy;
@@ -288,16 +289,68 @@ void BucketTable::ReadSection::GrowIfDue() {
 }
 
 namespace {
-// Lock sections of the calling thread (see InLockSection). Initial-exec:
-// a handler must reach them without __tls_get_addr's lazy allocation.
-__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_sections;
-__attribute__((tls_model("initial-exec"))) thread_local bool t_exit_hook_due;
+// A task's lock sections (see InLockSection): how many it has open, and
+// whether a handler asked for the exit hook.
+struct SectionState {
+  uint32_t sections;
+  bool exit_hook_due;
+};
+// The calling thread's. Initial-exec: a handler must reach it without
+// __tls_get_addr's lazy allocation.
+constinit __attribute__((tls_model("initial-exec"))) thread_local SectionState
+    t_section;
 std::atomic<void (*)()> g_section_exit_hook{nullptr};
+
+// The section states of tasks on another task's TLS (shared_tls.h), which
+// must not count in their TLS owner's: by kernel thread id (0: free), each
+// held from the task's outermost section entry to its exit.
+struct ForeignSection {
+  std::atomic<int32_t> tid;
+  SectionState state;
+};
+constexpr size_t kForeignSections = 32;
+constinit ForeignSection g_foreign_sections[kForeignSections];
+
+// The calling task's section state. `claim`: take a free entry if a task
+// on foreign TLS has none (it is opening its outermost section); when all
+// are taken, waits for one (sections are short). Otherwise nullptr means
+// "no section open".
+SectionState* Sections(bool claim) {
+  if (__builtin_expect(!TlsMayBeShared(), 1)) return &t_section;
+  const int32_t tid = CurrentTaskId();
+  if (tid == internal::t_tls_owner) return &t_section;
+  for (ForeignSection& f : g_foreign_sections) {
+    if (f.tid.load(std::memory_order_acquire) == tid) return &f.state;
+  }
+  if (!claim) return nullptr;
+  for (;;) {
+    for (ForeignSection& f : g_foreign_sections) {
+      int32_t free = 0;
+      if (f.tid.compare_exchange_strong(free, tid, std::memory_order_acquire)) {
+        f.state = SectionState{};
+        return &f.state;
+      }
+    }
+    CpuRelax();
+  }
+}
+
+// Gives a foreign task's entry back once its sections are all closed. A
+// handler on that task may have done so already, and another task taken
+// the entry since: only an entry still the caller's is freed.
+void ReleaseSections(SectionState* s) {
+  if (s == &t_section) return;
+  for (ForeignSection& f : g_foreign_sections) {
+    if (&f.state != s) continue;
+    int32_t tid = CurrentTaskId();
+    f.tid.compare_exchange_strong(tid, 0, std::memory_order_release);
+  }
+}
 
 // Opens a section before the lock instruction, so that a handler arriving
 // while the lock is being taken already sees it.
 void EnterSection() {
-  ++t_sections;
+  ++Sections(/*claim=*/true)->sections;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
@@ -306,24 +359,29 @@ void EnterSection() {
 // sees no section and does its own work.
 void LeaveSection() {
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (--t_sections != 0) return;
+  SectionState* s = Sections(/*claim=*/false);
+  if (--s->sections != 0) return;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (t_exit_hook_due) {
-    t_exit_hook_due = false;
+  if (s->exit_hook_due) {
+    s->exit_hook_due = false;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (auto hook = g_section_exit_hook.load(std::memory_order_acquire)) hook();
   }
+  ReleaseSections(s);
 }
 }  // namespace
 
-bool BucketTable::InLockSection() { return t_sections != 0; }
+bool BucketTable::InLockSection() {
+  const SectionState* s = Sections(/*claim=*/false);
+  return s != nullptr && s->sections != 0;
+}
 
 void BucketTable::SetSectionExitHook(void (*hook)()) {
   g_section_exit_hook.store(hook, std::memory_order_release);
 }
 
 void BucketTable::RequestSectionExitHook() {
-  t_exit_hook_due = true;
+  Sections(/*claim=*/false)->exit_hook_due = true;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
@@ -419,6 +477,12 @@ void BucketTable::UnlockAllAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   LeaveSection();
   grow_lock_.Unlock();
   --t_table_busy;
+  // The tasks that shared this thread's TLS, and those that held foreign
+  // section entries, stayed in the parent.
+  for (ForeignSection& f : g_foreign_sections) {
+    f.tid.store(0, std::memory_order_relaxed);
+  }
+  ResetSharedTlsInChild();
 }
 
 void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {

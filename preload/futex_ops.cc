@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "hash/futex.h"
+#include "hash/shared_tls.h"
 #include "preload/program_handler.h"
 #include "runtime/deadline.h"
 #include "runtime/parking_lot.h"
@@ -328,17 +329,35 @@ size_t WakeLimit(int nr) { return nr <= 0 ? 1 : static_cast<size_t>(nr); }
 uint32_t* Word(long a) { return reinterpret_cast<uint32_t*>(a); }
 
 // Inside a served call on this thread (a signal handler may re-enter).
+// A task on another task's TLS (OnForeignTls) neither reads nor counts it:
+// the count is its TLS owner's.
 __attribute__((tls_model("initial-exec"))) thread_local int t_depth = 0;
 
 struct DepthScope {
-  DepthScope() { ++t_depth; }
-  ~DepthScope() { --t_depth; }
+  explicit DepthScope(bool counted) : counted(counted) {
+    if (counted) ++t_depth;
+  }
+  ~DepthScope() {
+    if (counted) --t_depth;
+  }
+  const bool counted;
 };
 
 // Whether this thread is asleep in the parking lot, holding no bucket lock.
 bool ParkedInLot() {
   ThreadData* td = CurrentThreadDataIfAny();
   return td != nullptr && registry::StateOf(td->slot) == ThreadState::kParked;
+}
+
+// The re-entry rule: a call made inside a served call on the same thread
+// (from a signal handler that interrupted it) is served only if it is a
+// wake and the thread sleeps in the lot, holding no bucket lock; any other
+// goes to the kernel, whose waiters served wakes reach (futex_ops.h, rule
+// 2). Returns whether the lot may serve the call; *counted: whether it
+// counts in t_depth (not on another task's TLS, whose count is not its).
+bool MayServe(bool wake, bool* counted) {
+  *counted = !OnForeignTls();
+  return !*counted || t_depth == 0 || (wake && ParkedInLot());
 }
 
 // ---------------------------------------------------------------------------
@@ -664,7 +683,8 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
   if (realtime && cmd != FUTEX_WAIT_BITSET && cmd != FUTEX_LOCK_PI2) {
     return false;  // the kernel: ENOSYS
   }
-  if (t_depth > 0 && !(IsWake(cmd) && ParkedInLot())) return false;
+  bool own_tls;
+  if (!MayServe(IsWake(cmd), &own_tls)) return false;
   if (!WordOk(uaddr)) return false;
   switch (cmd) {
     case FUTEX_WAIT:
@@ -685,7 +705,7 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
         }
         tsp = &ts;
       }
-      DepthScope depth;
+      DepthScope depth(own_tls);
       return Wait(Word(uaddr), static_cast<uint32_t>(val), tsp,
                   cmd == FUTEX_WAIT, realtime, bitset, result);
     }
@@ -694,7 +714,7 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
       const uint32_t bitset = cmd == FUTEX_WAKE ? FUTEX_BITSET_MATCH_ANY
                                                 : static_cast<uint32_t>(val3);
       if (bitset == 0) return false;  // EINVAL
-      DepthScope depth;
+      DepthScope depth(own_tls);
       *result = Wake(uaddr, op, static_cast<int>(val), bitset);
       return true;
     }
@@ -704,14 +724,14 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
       const int nr_requeue = static_cast<int>(utime);
       if (nr_wake < 0 || nr_requeue < 0 || !WordOk(uaddr2)) return false;
       const uint32_t cmpval = static_cast<uint32_t>(val3);
-      DepthScope depth;
+      DepthScope depth(own_tls);
       return Requeue(uaddr, op, nr_wake, nr_requeue, uaddr2,
                      cmd == FUTEX_CMP_REQUEUE ? &cmpval : nullptr, result);
     }
     case FUTEX_WAKE_OP: {
       const WakeOpCode code = Decode(static_cast<uint32_t>(val3));
       if (!ValidWakeOp(code) || !WordOk(uaddr2)) return false;  // ENOSYS...
-      DepthScope depth;
+      DepthScope depth(own_tls);
       return WakeOp(uaddr, op, static_cast<int>(val), static_cast<int>(utime),
                     uaddr2, code, result);
     }
@@ -748,7 +768,8 @@ int Futex2Index(long number) {
 bool Fits32(uint64_t v) { return v <= 0xffffffffu; }
 
 // futex_wake(uaddr, mask, nr, flags).
-bool ServeWake2(long uaddr, long mask, long nr, long flags, long* result) {
+bool ServeWake2(long uaddr, long mask, long nr, long flags, bool own_tls,
+                long* result) {
   const auto m = static_cast<uint64_t>(mask);
   // nr 0 wakes no one (FLAGS_STRICT): the kernel's own answer, 0 or its
   // error.
@@ -756,7 +777,7 @@ bool ServeWake2(long uaddr, long mask, long nr, long flags, long* result) {
       static_cast<int>(nr) == 0) {
     return false;
   }
-  DepthScope depth;
+  DepthScope depth(own_tls);
   *result = Wake(uaddr, FUTEX_WAKE_BITSET | FUTEX_PRIVATE_FLAG,
                  static_cast<int>(nr), static_cast<uint32_t>(m));
   return true;
@@ -767,13 +788,13 @@ bool ServeWake2(long uaddr, long mask, long nr, long flags, long* result) {
 // (-ERESTARTSYS), where the lot's timed sleep would end with EINTR; served
 // wakes reach it by the boundary rule.
 bool ServeWait2(long uaddr, long val, long mask, long flags, long timeout,
-                long* result) {
+                bool own_tls, long* result) {
   const auto m = static_cast<uint64_t>(mask);
   if (flags != kFutex2Private32 || m == 0 || !Fits32(m) ||
       !Fits32(static_cast<uint64_t>(val)) || !WordOk(uaddr) || timeout != 0) {
     return false;
   }
-  DepthScope depth;
+  DepthScope depth(own_tls);
   return Wait(Word(uaddr), static_cast<uint32_t>(val), nullptr, false, false,
               static_cast<uint32_t>(m), result);
 }
@@ -781,7 +802,7 @@ bool ServeWait2(long uaddr, long val, long mask, long flags, long timeout,
 // futex_requeue(waiters[2], flags, nr_wake, nr_requeue): FUTEX_CMP_REQUEUE
 // from waiters[0].uaddr (compared with waiters[0].val) to waiters[1].uaddr.
 bool ServeRequeue2(long waiters, long flags, long nr_wake, long nr_requeue,
-                   long* result) {
+                   bool own_tls, long* result) {
   if (flags != 0 || static_cast<int>(nr_wake) < 0 ||
       static_cast<int>(nr_requeue) < 0 || waiters < 0 ||
       static_cast<uintptr_t>(waiters) < MinAddress()) {
@@ -801,7 +822,7 @@ bool ServeRequeue2(long waiters, long flags, long nr_wake, long nr_requeue,
     }
   }
   const auto cmpval = static_cast<uint32_t>(w[0]);
-  DepthScope depth;
+  DepthScope depth(own_tls);
   return Requeue(static_cast<long>(w[1]),
                  FUTEX_CMP_REQUEUE | FUTEX_PRIVATE_FLAG,
                  static_cast<int>(nr_wake), static_cast<int>(nr_requeue),
@@ -810,14 +831,15 @@ bool ServeRequeue2(long waiters, long flags, long nr_wake, long nr_requeue,
 
 bool Serve2(long number, long a1, long a2, long a3, long a4, long a5,
             long* result) {
-  if (t_depth > 0 && !(number != kSysFutexWait && ParkedInLot())) return false;
+  bool own_tls;
+  if (!MayServe(number != kSysFutexWait, &own_tls)) return false;
   switch (number) {
     case kSysFutexWake:
-      return ServeWake2(a1, a2, a3, a4, result);
+      return ServeWake2(a1, a2, a3, a4, own_tls, result);
     case kSysFutexWait:
-      return ServeWait2(a1, a2, a3, a4, a5, result);
+      return ServeWait2(a1, a2, a3, a4, a5, own_tls, result);
     case kSysFutexRequeue:
-      return ServeRequeue2(a1, a2, a3, a4, result);
+      return ServeRequeue2(a1, a2, a3, a4, own_tls, result);
   }
   return false;  // futex_waitv: the kernel's (many words; see futex_ops.h)
 }

@@ -78,6 +78,8 @@
 //      (any of the wake and requeue commands) while that thread is asleep
 //      in the lot, which is served: elsewhere the thread may hold a bucket
 //      lock. By rule 2 a kernel wait made so is still woken by served wakes.
+//      "Thread" is a task: one running on another task's TLS
+//      (hash/shared_tls.h) is never taken for a re-entry of its owner's.
 //
 // Forwarded errors. A remainder the kernel fails (EINVAL on a
 // FUTEX_WAIT_REQUEUE_PI or PI waiter it meets, as it fails the call after

@@ -83,6 +83,7 @@ const Glibc& RealGlibc() {
   Resolve(&g.sigaction, "sigaction", "GLIBC_2.2.5");
   Resolve(&g.dlopen, "dlopen", "GLIBC_2.34");
   Resolve(&g.dlmopen, "dlmopen", "GLIBC_2.34");
+  Resolve(&g.clone, "clone", "GLIBC_2.2.5");
   g_glibc = g;
   ResolveTidOffset();
   g_resolved.store(true, std::memory_order_release);

@@ -136,6 +136,7 @@ struct Glibc {
   int (*sigaction)(int, const struct sigaction*, struct sigaction*);
   void* (*dlopen)(const char*, int);  // deepbind.cc's stubs jump to these
   void* (*dlmopen)(Lmid_t, const char*, int);
+  int (*clone)(int (*)(void*), void*, int, void*, ...);  // clone_shim.cc
 };
 const Glibc& RealGlibc();
 

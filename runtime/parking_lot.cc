@@ -3,6 +3,7 @@
 #include <cstddef>
 
 #include "hash/bucket_table.h"
+#include "hash/shared_tls.h"
 #include "runtime/config.h"
 #include "runtime/thread_data.h"
 
@@ -333,11 +334,15 @@ void internal::InstallDeferredUnparkRunner() {
   BucketTable::SetSectionExitHook(&RunDeferredUnparks);
 }
 
-ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
-                absl::FunctionRef<void()> before_sleep,
-                absl::FunctionRef<void(uintptr_t, bool)> left_queue,
-                ParkToken park_token, Deadline deadline) {
-  ThreadData* td = CurrentThreadData();
+namespace {
+
+// Park on the record `td`: the calling thread's own, or a guest record
+// (NoteTlsSharingTask).
+ParkResult ParkOn(ThreadData* td, uintptr_t key,
+                  absl::FunctionRef<bool()> validate,
+                  absl::FunctionRef<void()> before_sleep,
+                  absl::FunctionRef<void(uintptr_t, bool)> left_queue,
+                  ParkToken park_token, Deadline deadline) {
   BucketTable& table = GlobalTable();
   // Still queued: either a wait this thread left by siglongjmp, or the
   // wait of the code a signal handler interrupted (which this Park, run
@@ -396,6 +401,28 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
   if (interrupted) return {ParkResult::kInterrupted, 0};
   td->counters.Bump(td->counters.timeouts);
   return {ParkResult::kTimedOut, 0};
+}
+
+}  // namespace
+
+ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
+                absl::FunctionRef<void()> before_sleep,
+                absl::FunctionRef<void(uintptr_t, bool)> left_queue,
+                ParkToken park_token, Deadline deadline) {
+  ThreadData* td = CurrentThreadData();
+  if (__builtin_expect(TlsMayBeShared(), 0) && OnForeignTls()) {
+    // Only where NoteTlsSharingTask ran: the owner may be parked on `td`
+    // this moment. (ParkOn evicts the guest record if a park this task
+    // left by siglongjmp kept it queued.)
+    ThreadData* guest = internal::AcquireGuestData(CurrentTaskId());
+    guest->interruptible = td->interruptible;
+    const ParkResult r = ParkOn(guest, key, validate, before_sleep,
+                                left_queue, park_token, deadline);
+    internal::ReleaseGuestData(guest);
+    return r;
+  }
+  return ParkOn(td, key, validate, before_sleep, left_queue, park_token,
+                deadline);
 }
 
 CancellationPoint::CancellationPoint() { ++CurrentThreadData()->cancellation_point; }

@@ -252,6 +252,11 @@ struct SignalHandlerScope {
 void EnterSignalHandler(SignalHandlerScope* scope);
 void LeaveSignalHandler(const SignalHandlerScope& scope);
 
+// Tasks that share a thread's TLS (hash/shared_tls.h): on a TLS where
+// NoteTlsSharingTask ran, Park asks which task is parking, and a task
+// other than the TLS's owner parks on a guest record of its own
+// (internal::AcquireGuestData), so two tasks never share one queue record.
+
 // Helpers for keys: the address of the waited-on object.
 inline uintptr_t KeyOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 

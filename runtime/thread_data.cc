@@ -179,6 +179,13 @@ void OnThreadExit(void*) {
   new (&td->counters) ThreadCounters();
 }
 
+// Guest records (internal::AcquireGuestData): `tid` 0 is free.
+struct GuestRecord {
+  std::atomic<int32_t> tid{0};
+  ThreadData data;
+};
+constinit GuestRecord g_guests[internal::kGuestRecords];
+
 // fork(): the ForkStep::kLot step (runtime/fork.h runs it, innermost of
 // the program's handlers; see BucketTable::LockAllForFork). ForkParent and
 // ForkChild run only if ForkPrepare took the locks (g_init may turn 2
@@ -218,6 +225,11 @@ void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // The queues were emptied: a record this thread left behind (siglongjmp
   // out of a wait) is gone with them.
   t_data.parker.store(0, std::memory_order_relaxed);
+  // The tasks that held guest records stayed in the parent.
+  for (GuestRecord& g : g_guests) {
+    g.data.parker.store(0, std::memory_order_relaxed);
+    g.tid.store(0, std::memory_order_relaxed);
+  }
   for (auto& shard : r.parked) shard.n.store(0, std::memory_order_relaxed);
   // The forking thread may be parked itself (fork() from a signal handler
   // that runs on it): its state stays kParked, and its wake-up, when the
@@ -240,6 +252,29 @@ __attribute__((constructor)) void AtLoad() {
 }
 
 }  // namespace
+
+ThreadData* internal::AcquireGuestData(int32_t tid) {
+  for (;;) {
+    // Its own record first: a park it left by siglongjmp kept it.
+    for (GuestRecord& g : g_guests) {
+      if (g.tid.load(std::memory_order_acquire) == tid) return &g.data;
+    }
+    for (GuestRecord& g : g_guests) {
+      int32_t free = 0;
+      if (g.tid.compare_exchange_strong(free, tid, std::memory_order_acquire)) {
+        return &g.data;
+      }
+    }
+    const struct timespec ms = {0, 1000000};
+    RawSyscall6(SYS_nanosleep, reinterpret_cast<long>(&ms), 0, 0, 0, 0, 0);
+  }
+}
+
+void internal::ReleaseGuestData(ThreadData* td) {
+  for (GuestRecord& g : g_guests) {
+    if (&g.data == td) g.tid.store(0, std::memory_order_release);
+  }
+}
 
 bool internal::LotInitialized() {
   return g_init.load(std::memory_order_acquire) == 2;
@@ -395,6 +430,7 @@ ThreadState StateOf(uint32_t slot) {
 }
 
 void SetState(ThreadData* td, ThreadState state) {
+  if (td->slot == kNoSlot) return;  // a guest record (AcquireGuestData)
   Registry& r = Reg();
   const auto old = static_cast<ThreadState>(
       r.states[StateIndex(td->slot)].exchange(static_cast<uint8_t>(state),

@@ -123,6 +123,17 @@ bool EvictOwnRecord(ThreadData* td);
 void InstallDeferredUnparkRunner();
 // Whether the lot (registry and table) exists yet. Async-signal-safe.
 bool LotInitialized();
+// The parking record of a task on another task's TLS (hash/shared_tls.h:
+// OnForeignTls), whose ThreadData is its owner's: one of kGuestRecords records in .bss,
+// claimed for kernel thread id `tid` (the caller's) until
+// ReleaseGuestData. Not registered (slot kNoSlot: no owner state, no
+// counters that reach the statistics). A record `tid` claimed before and
+// never released (its park left by siglongjmp) is returned again, perhaps
+// still queued: Park evicts it as it evicts a thread's own. When every
+// record is taken, sleeps a millisecond at a time until one is released.
+inline constexpr size_t kGuestRecords = 32;
+ThreadData* AcquireGuestData(int32_t tid);
+void ReleaseGuestData(ThreadData* td);
 }  // namespace internal
 
 // The calling thread's data, registered on first call (counts the thread as

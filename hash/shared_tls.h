@@ -1,0 +1,54 @@
+// Tasks that share a thread's TLS. A task created by clone(2) with CLONE_VM
+// but without CLONE_SETTLS (not pthread_create: some runtimes, sandboxes and
+// the kernel's own futex selftests make them) runs on its creator's
+// thread-local storage, so every per-thread variable of the lot is shared
+// by two tasks that run at once. glibc's locks keep their state in the
+// object alone and work between such tasks; the lot must too. Its creator
+// calls NoteTlsSharingTask first (the preload shim's clone() does); from
+// then on the lot's per-thread state that correctness rests on is kept per
+// task on that TLS: the lock-section depth (bucket_table.cc, SectionState)
+// and the parking record (runtime/parking_lot.cc, guest records). What
+// stays shared is only approximate state: the owner slot a lock records
+// (as glibc's owner tid, which such tasks share too), statistics counters,
+// the collision-growth bookkeeping, the served futex path's re-entry count
+// (not read on a foreign task). Tasks made by a raw clone system call
+// without the call share everything, as before.
+#ifndef PARKLOT_HASH_SHARED_TLS_H_
+#define PARKLOT_HASH_SHARED_TLS_H_
+
+#include <cstdint>
+
+namespace parklot {
+
+namespace internal {
+// The kernel thread id of the task that owns this TLS, once
+// NoteTlsSharingTask ran on it; 0 before (the common case: nothing is
+// checked).
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local int32_t
+    t_tls_owner;
+}  // namespace internal
+
+// Records the calling task as the owner of its TLS, which a task it is
+// about to create will share. Call before creating it. A task that itself
+// runs on another's TLS keeps that owner. Makes one gettid system call.
+// Async-signal-safe.
+void NoteTlsSharingTask();
+
+// Whether this TLS was ever shared (NoteTlsSharingTask ran on it): one
+// TLS load.
+inline bool TlsMayBeShared() { return internal::t_tls_owner != 0; }
+
+// Whether the calling task runs on TLS another task owns. One gettid where
+// TlsMayBeShared(); no system call elsewhere. Async-signal-safe.
+bool OnForeignTls();
+
+// The kernel's id of the calling task (gettid): not the id glibc keeps in
+// TLS, which a task on shared TLS reads as its owner's. Async-signal-safe.
+int32_t CurrentTaskId();
+
+// After fork(), in the child: its one thread owns its TLS alone.
+void ResetSharedTlsInChild();
+
+}  // namespace parklot
+
+#endif  // PARKLOT_HASH_SHARED_TLS_H_
