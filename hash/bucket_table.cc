@@ -477,12 +477,6 @@ void BucketTable::UnlockAllAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   LeaveSection();
   grow_lock_.Unlock();
   --t_table_busy;
-  // The tasks that shared this thread's TLS, and those that held foreign
-  // section entries, stayed in the parent.
-  for (ForeignSection& f : g_foreign_sections) {
-    f.tid.store(0, std::memory_order_relaxed);
-  }
-  ResetSharedTlsInChild();
 }
 
 void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -495,6 +489,12 @@ void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   LeaveSection();
   grow_lock_.Unlock();
   --t_table_busy;
+  // The tasks that shared this thread's TLS, and those that held foreign
+  // section entries, stayed in the parent.
+  for (ForeignSection& f : g_foreign_sections) {
+    f.tid.store(0, std::memory_order_relaxed);
+  }
+  ResetSharedTlsInChild();
 }
 
 size_t BucketTable::TargetBuckets(size_t live_threads) const {

@@ -11,6 +11,8 @@
  *     STACK: heap (the child's stack is its own mapping, default) or
  *            parent (an array in the parent's own stack frame)
  *
+ * Halfway, the parent forks (the fork child exits at once).
+ *
  * With PARKLOT_SYSCALL_FUTEX=1 the raw syscall(SYS_futex) exchange is the
  * shim's too. The child calls no stdio: glibc's stdio locks take their
  * owner from TLS, which the child shares with the parent. */
@@ -122,7 +124,15 @@ int main(int argc, char** argv) {
       clone(child_main, stack + kStackBytes, CLONE_VM | SIGCHLD, NULL);
   if (child < 0) FATAL("clone: %s", strerror(errno));
   int errors = 0;
-  for (int r = 0; r < g_rounds; ++r) errors += round_trip(0, r);
+  for (int r = 0; r < g_rounds; ++r) {
+    errors += round_trip(0, r);
+    if (r == g_rounds / 2) {
+      /* A fork in the parent leaves the sharing as it was. */
+      const pid_t p = fork();
+      if (p == 0) _exit(0);
+      CHECK(p > 0 && waitpid(p, NULL, 0) == p);
+    }
+  }
   int wstatus = 0;
   CHECK(waitpid(child, &wstatus, 0) == child);
   CHECK(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
