@@ -1,8 +1,8 @@
 // The read-side cost of the bucket table alone: one
-// BucketTable::ReadSection per iteration on a growable table (a
-// thread-local depth count; retired tables stay mapped, so no RCU section)
-// vs on an immutable table (kFixed: one load and branch), vs no
-// section at all; and LockBucket + UnlockBucket of one of 1,024 keys, in
+// BucketTable::ReadSection (the thread's lock section: a thread-local depth
+// count; retired tables stay mapped, so nothing is pinned) per iteration on
+// a growable table vs on an immutable table (kFixed), which since the
+// lock-section merge cost the same, vs no section at all; and LockBucket + UnlockBucket of one of 1,024 keys, in
 // turn, inside each (futex_hash's per-wait table work without the park).
 // One thread, no contention: the figures are the instructions and cycles
 // the section adds to every Park/Unpark, nothing else.
@@ -24,9 +24,9 @@ namespace {
 constexpr size_t kBuckets = 1024;
 constexpr int kKeys = 1024;  // as futex_hash's words per thread
 
-// Both tables have 1,024 buckets; only the growable one opens RCU sections
-// (its cap, the default, is far above its size, so it never freezes).
-// kind 1: fixed (immutable); 2: `threads` (growable: RCU); 3: `adaptive`
+// Both tables have 1,024 buckets; the growable one's cap, the default, is
+// far above its size, so it never freezes.
+// kind 1: fixed (immutable); 2: `threads` (growable); 3: `adaptive`
 // (growable, and samples collisions on every LockBucket).
 BucketTable& Table(int64_t kind) {
   static BucketTable* tables[4] = {};
@@ -66,8 +66,8 @@ void Setup(benchmark::State& state, BucketTable** table) {
     state.SkipWithError("growable table is immutable");
   }
   static const char* const kLabels[] = {
-      "no section", "immutable table", "growable table (RCU)",
-      "adaptive table (RCU, collision sampling)"};
+      "no section", "immutable table", "growable table",
+      "adaptive table (collision sampling)"};
   state.SetLabel(kLabels[state.range(0)]);
 }
 

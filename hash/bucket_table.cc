@@ -226,14 +226,9 @@ size_t BucketTable::BucketIndex(uintptr_t key) const {
   return IndexOf(table_.load(std::memory_order_acquire), key);
 }
 
-namespace internal {
-constinit __attribute__((tls_model("initial-exec"))) thread_local uint32_t
-    t_read_depth = 0;
-constinit __attribute__((tls_model("initial-exec"))) thread_local BucketTable*
-    t_grow_table = nullptr;
-}  // namespace internal
-using internal::t_grow_table;
-using internal::t_read_depth;
+using internal::SectionState;
+using internal::Sections;
+using internal::t_section;
 
 namespace {
 // Initial-exec: read on lock paths and in signal handlers (see t_section).
@@ -253,9 +248,6 @@ __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_locks;
 __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_collisions;
 // The table size when this thread's current window began.
 __attribute__((tls_model("initial-exec"))) thread_local size_t t_window_from;
-// The table this thread asks to double for collisions, and its size then;
-// nullptr: none due.
-__attribute__((tls_model("initial-exec"))) thread_local size_t t_grow_from;
 
 struct BusyScope {
   BusyScope() { ++t_table_busy; }
@@ -279,26 +271,12 @@ bool SampleDue() {
 }
 }  // namespace
 
-void BucketTable::ReadSection::GrowIfDue() {
-  // Set only by the adaptive policy's samples.
-  if (t_read_depth == 0 && !InLockSection() && t_table_busy == 0) {
-    t_grow_table = nullptr;
-    // The table object itself is never const (ReadSection only reads it).
-    const_cast<BucketTable&>(table_).GrowForCollisions(t_grow_from);
-  }
-}
-
-namespace {
-// A task's lock sections (see InLockSection): how many it has open, and
-// whether a handler asked for the exit hook.
-struct SectionState {
-  uint32_t sections;
-  bool exit_hook_due;
-};
-// The calling thread's. Initial-exec: a handler must reach it without
-// __tls_get_addr's lazy allocation.
+namespace internal {
 constinit __attribute__((tls_model("initial-exec"))) thread_local SectionState
     t_section;
+}  // namespace internal
+
+namespace {
 std::atomic<void (*)()> g_section_exit_hook{nullptr};
 
 // The section states of tasks on another task's TLS (shared_tls.h), which
@@ -310,19 +288,16 @@ struct ForeignSection {
 };
 constexpr size_t kForeignSections = 32;
 constinit ForeignSection g_foreign_sections[kForeignSections];
+}  // namespace
 
-// The calling task's section state. `claim`: take a free entry if a task
-// on foreign TLS has none (it is opening its outermost section); when all
-// are taken, waits for one (sections are short). Otherwise nullptr means
-// "no section open".
-SectionState* Sections(bool claim) {
-  if (__builtin_expect(!TlsMayBeShared(), 1)) return &t_section;
+SectionState* internal::SharedTlsSections(bool claim) {
   const int32_t tid = CurrentTaskId();
-  if (tid == internal::t_tls_owner) return &t_section;
+  if (tid == t_tls_owner) return &t_section;
   for (ForeignSection& f : g_foreign_sections) {
     if (f.tid.load(std::memory_order_acquire) == tid) return &f.state;
   }
   if (!claim) return nullptr;
+  // All taken: sections are short, one is given back soon.
   for (;;) {
     for (ForeignSection& f : g_foreign_sections) {
       int32_t free = 0;
@@ -335,41 +310,44 @@ SectionState* Sections(bool claim) {
   }
 }
 
-// Gives a foreign task's entry back once its sections are all closed. A
-// handler on that task may have done so already, and another task taken
-// the entry since: only an entry still the caller's is freed.
-void ReleaseSections(SectionState* s) {
+void internal::EnterSharedTlsSection() {
+  ++Sections(/*claim=*/true)->sections;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
+void internal::LeaveSharedTlsSection(BucketTable* table) {
+  SectionState* s = Sections(/*claim=*/false);
+  if (--s->sections != 0) return;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  LeaveOutermostSection(s, table);
+}
+
+void internal::LeaveOutermostSection(SectionState* s, BucketTable* table) {
+  if (s->hook_due) {
+    s->hook_due = false;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (auto hook = g_section_exit_hook.load(std::memory_order_acquire)) hook();
+  }
+  // A collision growth this task asked for (SampleCollision), unless the
+  // task is inside a growth or a fork's lock-all (a handler may be running
+  // on it), where it waits for the next outermost section's end. A request
+  // for another table than this section's is dropped: that table may be
+  // gone (the process has one table; tests make and destroy several).
+  if (s->grow_table != nullptr && t_table_busy == 0) {
+    BucketTable* due = s->grow_table;
+    s->grow_table = nullptr;
+    if (due == table) table->GrowForCollisions(s->grow_from);
+  }
   if (s == &t_section) return;
+  // A foreign task gives its entry back. A handler on that task may have
+  // done so already, and another task taken the entry since: only an entry
+  // still the caller's is freed.
   for (ForeignSection& f : g_foreign_sections) {
     if (&f.state != s) continue;
     int32_t tid = CurrentTaskId();
     f.tid.compare_exchange_strong(tid, 0, std::memory_order_release);
   }
 }
-
-// Opens a section before the lock instruction, so that a handler arriving
-// while the lock is being taken already sees it.
-void EnterSection() {
-  ++Sections(/*claim=*/true)->sections;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-}
-
-// Closes a section after the unlock instruction; at the outermost one runs
-// what handlers deferred meanwhile. A handler arriving after the decrement
-// sees no section and does its own work.
-void LeaveSection() {
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  SectionState* s = Sections(/*claim=*/false);
-  if (--s->sections != 0) return;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (s->exit_hook_due) {
-    s->exit_hook_due = false;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (auto hook = g_section_exit_hook.load(std::memory_order_acquire)) hook();
-  }
-  ReleaseSections(s);
-}
-}  // namespace
 
 bool BucketTable::InLockSection() {
   const SectionState* s = Sections(/*claim=*/false);
@@ -381,17 +359,13 @@ void BucketTable::SetSectionExitHook(void (*hook)()) {
 }
 
 void BucketTable::RequestSectionExitHook() {
-  Sections(/*claim=*/false)->exit_hook_due = true;
+  Sections(/*claim=*/false)->hook_due = true;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
-void BucketTable::UnlockBucket(Bucket* b) {
-  b->lock.Unlock();
-  LeaveSection();
-}
+void BucketTable::UnlockBucket(Bucket* b) { b->lock.Unlock(); }
 
 Bucket* BucketTable::LockBucket(uintptr_t key) const {
-  EnterSection();
   for (;;) {
     Table* t = table_.load(std::memory_order_seq_cst);
     Bucket* b = &t->buckets()[IndexOf(t, key)];
@@ -412,14 +386,10 @@ Bucket* BucketTable::LockBucket(uintptr_t key) const {
 }
 
 Bucket* BucketTable::LockBucketAt(size_t index, size_t* size) const {
-  EnterSection();
   for (;;) {
     Table* t = table_.load(std::memory_order_seq_cst);
     *size = t->size;
-    if (index >= t->size) {
-      LeaveSection();
-      return nullptr;
-    }
+    if (index >= t->size) return nullptr;
     Bucket* b = &t->buckets()[index];
     b->lock.Lock();
     if (table_.load(std::memory_order_relaxed) == t) return b;
@@ -438,7 +408,6 @@ Bucket* BucketTable::LockWaiterBucket(const Waiter* w) const {
 
 std::pair<Bucket*, Bucket*> BucketTable::LockBucketPair(uintptr_t a,
                                                         uintptr_t b) const {
-  EnterSection();
   for (;;) {
     Table* t = table_.load(std::memory_order_seq_cst);
     const size_t ia = IndexOf(t, a);
@@ -460,13 +429,12 @@ std::pair<Bucket*, Bucket*> BucketTable::LockBucketPair(uintptr_t a,
 void BucketTable::UnlockBucketPair(std::pair<Bucket*, Bucket*> pair) {
   pair.first->lock.Unlock();
   if (pair.second != pair.first) pair.second->lock.Unlock();
-  LeaveSection();
 }
 
 void BucketTable::LockAllForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   ++t_table_busy;  // until the matching unlock or reset
   grow_lock_.Lock();
-  EnterSection();
+  internal::EnterSection();
   Table* t = table_.load(std::memory_order_acquire);
   for (size_t i = 0; i < t->size; ++i) t->buckets()[i].lock.Lock();
 }
@@ -474,7 +442,7 @@ void BucketTable::LockAllForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 void BucketTable::UnlockAllAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   Table* t = table_.load(std::memory_order_acquire);
   for (size_t i = 0; i < t->size; ++i) t->buckets()[i].lock.Unlock();
-  LeaveSection();
+  internal::LeaveSection(nullptr);
   grow_lock_.Unlock();
   --t_table_busy;
 }
@@ -486,7 +454,7 @@ void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     b.head = b.tail = nullptr;
     b.lock.Unlock();
   }
-  LeaveSection();
+  internal::LeaveSection(nullptr);
   grow_lock_.Unlock();
   --t_table_busy;
   // The tasks that shared this thread's TLS, and those that held foreign
@@ -545,8 +513,9 @@ void BucketTable::SampleCollision(Bucket* b, uintptr_t key,
   // A window that spans a growth counted collisions of a smaller table.
   if (t_window_from != size) return;
   if (size >= options_.max_collision_buckets || immutable()) return;
-  t_grow_table = const_cast<BucketTable*>(this);
-  t_grow_from = size;
+  SectionState* sections = Sections(/*claim=*/false);
+  sections->grow_table = const_cast<BucketTable*>(this);
+  sections->grow_from = size;
 }
 
 void BucketTable::GrowForCollisions(size_t from) {
@@ -581,7 +550,7 @@ bool BucketTable::Replace(size_t target, bool for_collisions)
     return false;
   }
   Bucket* old_buckets = old->buckets();
-  EnterSection();
+  internal::EnterSection();
   for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Lock();
   // Old buckets are visited in index order and each queue front to back, so
   // waiters of one key (all in one old bucket) keep their FIFO order.
@@ -606,7 +575,7 @@ bool BucketTable::Replace(size_t target, bool for_collisions)
     collision_growths_.fetch_add(1, std::memory_order_relaxed);
   }
   for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Unlock();
-  LeaveSection();
+  internal::LeaveSection(nullptr);
   // Readers that loaded `old` may still lock its buckets (and find the
   // table changed): it stays mapped, freed only with the table.
   old->next_retired = retired_;

@@ -21,20 +21,62 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "hash/bucket_lock.h"
+#include "hash/shared_tls.h"
 
 namespace parklot {
 
 class BucketTable;
 
 namespace internal {
-// The calling thread's open ReadSections of growable tables, and the table
-// it asks to double for collisions (nullptr: none due). Read inline by
-// every ReadSection (constinit, initial-exec: one %fs-relative access, no
-// TLS wrapper, async-signal-safe).
-extern constinit __attribute__((tls_model("initial-exec"))) thread_local uint32_t
-    t_read_depth;
+// A task's lock sections (BucketTable::InLockSection): how many it has
+// open, whether a signal handler asked for the section-exit hook, and the
+// table it asks to double for collisions (nullptr: none due) with that
+// table's size then. Two flags, not one bit field: a handler sets
+// hook_due while its thread may be setting grow_table.
+struct SectionState {
+  uint32_t sections;
+  bool hook_due;
+  BucketTable* grow_table;
+  size_t grow_from;
+};
+// The calling thread's (constinit, initial-exec: one %fs-relative access,
+// no TLS wrapper, reachable from a signal handler).
 extern constinit __attribute__((tls_model("initial-exec"))) thread_local
-    BucketTable* t_grow_table;
+    SectionState t_section;
+// A task on another task's TLS (hash/shared_tls.h) keeps its own state:
+// the owner gets t_section, any other task an entry of a small table by
+// kernel thread id, which `claim` takes if it has none (nullptr otherwise).
+SectionState* SharedTlsSections(bool claim);
+// The calling task's section state.
+inline SectionState* Sections(bool claim) {
+  if (__builtin_expect(!TlsMayBeShared(), 1)) return &t_section;
+  return SharedTlsSections(claim);
+}
+// What the outermost section's end runs when something is due: the hook,
+// a collision growth of `table` (the ReadSection's; nullptr for sections
+// of a growth or a fork), the release of a foreign task's entry.
+void LeaveOutermostSection(SectionState* s, BucketTable* table);
+// EnterSection and LeaveSection on a TLS that was shared: out of line.
+void EnterSharedTlsSection();
+void LeaveSharedTlsSection(BucketTable* table);
+// Opens a lock section: before the first lock instruction, so that a
+// handler arriving while the lock is being taken already sees it.
+inline void EnterSection() {
+  if (__builtin_expect(TlsMayBeShared(), 0)) return EnterSharedTlsSection();
+  ++t_section.sections;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+// Closes one: after the unlock instruction. A handler arriving after the
+// decrement sees no section and does its own work.
+inline void LeaveSection(BucketTable* table) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (__builtin_expect(TlsMayBeShared(), 0)) return LeaveSharedTlsSection(table);
+  if (--t_section.sections != 0) return;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (__builtin_expect(t_section.hook_due || t_section.grow_table != nullptr, 0)) {
+    LeaveOutermostSection(&t_section, table);
+  }
+}
 }  // namespace internal
 
 // A queued thread, as the table sees it: its key and its queue link. The
@@ -162,45 +204,35 @@ class BucketTable {
   BucketTable(const BucketTable&) = delete;
   BucketTable& operator=(const BucketTable&) = delete;
 
-  // RAII: the span in which a thread uses the table's buckets. Retired
-  // tables are never unmapped, so a section pins nothing and shares
-  // nothing; it marks where a collision growth this thread asked for may
-  // run: when its outermost section ends (see kCollisionWindow). Must not
-  // be nested with MaybeGrow. Costs one load and one branch on an
-  // immutable table (kFixed, or grown to its cap), a thread-local
-  // increment and decrement otherwise. Async-signal-safe.
+  // RAII: the span in which a thread uses the table's buckets, which is a
+  // lock section (below): the one per-thread mark of every park and unpark,
+  // on growable and immutable tables alike. Retired tables are never
+  // unmapped, so a section pins nothing and shares nothing; a collision
+  // growth this thread asked for runs when its outermost section ends (see
+  // kCollisionWindow). Must not be nested with MaybeGrow. Costs a
+  // thread-local increment and decrement and one predictable branch.
+  // Async-signal-safe.
   class ReadSection {
    public:
-    // Inline: the section is on every park and unpark of a growable table.
     explicit ReadSection(const BucketTable& table)
-        : table_(table), counted_(!table.immutable()) {
-      if (counted_) {
-        ++internal::t_read_depth;
-        std::atomic_signal_fence(std::memory_order_seq_cst);
-      }
+        // The table object itself is never const (ReadSection only reads
+        // it; a growth it ends with changes it).
+        : table_(const_cast<BucketTable*>(&table)) {
+      internal::EnterSection();
     }
-    ~ReadSection() {
-      if (!counted_) return;
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-      --internal::t_read_depth;
-      if (__builtin_expect(internal::t_grow_table == &table_, 0)) GrowIfDue();
-    }
+    ~ReadSection() { internal::LeaveSection(table_); }
     ReadSection(const ReadSection&) = delete;
     ReadSection& operator=(const ReadSection&) = delete;
 
    private:
-    // A collision growth is due on this thread: runs it if the thread holds
-    // nothing of the table any more.
-    void GrowIfDue();
-    const BucketTable& table_;
-    bool counted_;
+    BucketTable* table_;
   };
 
   // Lock sections and signal handlers (DESIGN.md invariant 6). Every
-  // function below that returns locked buckets opens a lock section on the
-  // calling thread, and the matching unlock closes it; the thread's section
-  // depth is counted in thread-local storage from before the first lock
-  // instruction to after the last unlock. A signal handler that interrupts
+  // function below that returns locked buckets must be called inside a
+  // ReadSection, which is the lock section; the thread's section depth is
+  // counted in thread-local storage from before the first lock instruction
+  // to after the last unlock. A signal handler that interrupts
   // its thread inside a section must not take a bucket lock (the thread
   // may hold the very bucket it needs): it asks InLockSection(), queues its
   // work, and calls RequestSectionExitHook(); the hook then runs on the
@@ -254,8 +286,8 @@ class BucketTable {
   // kCollisionWindow samples, a thread that saw more than 1 in
   // kCollisionRateDivisor collisions marks a doubling due (a window that
   // spans a growth asks for nothing); the table doubles
-  // when that thread's outermost ReadSection ends, if it then holds no
-  // bucket lock, no ReadSection, and is not itself inside a growth,
+  // when that thread's outermost lock section ends, if it is not itself
+  // inside a growth,
   // registration or fork (a signal handler may be running on it), and if no
   // other thread grew the table since the window ended. Like every growth
   // it waits for nobody (it may run on any thread, in a handler): the old
@@ -350,6 +382,8 @@ class BucketTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock);
   // Doubles a table of `from` buckets for collisions (see kCollisionWindow).
   void GrowForCollisions(size_t from);
+  friend void internal::LeaveOutermostSection(internal::SectionState*,
+                                              BucketTable*);
   // Publishes a zeroed table of `target` buckets, moving every waiter to it,
   // and retires the old one. Returns false if no growth was due or the new
   // table could not be mapped. Takes and releases grow_lock_.
