@@ -9,7 +9,6 @@
 
 #include "preload/shim.h"
 #include "sync/barrier.h"
-#include "preload/symbol_versions.h"
 
 namespace parklot::preload {
 namespace {
@@ -47,7 +46,7 @@ int pthread_barrier_init(pthread_barrier_t* __restrict b,
   }
   if (pshared != PTHREAD_PROCESS_PRIVATE) {
     View(b)->tag = 0;
-    return RealGlibc().barrier_init(b, attr, count);
+    return RealGlibc().pthread_barrier_init(b, attr, count);
   }
   // glibc 2.36 accepts counts below 2^31 - 1 (its BARRIER_IN_THRESHOLD).
   if (count == 0 || count >= 0x7fffffffu) return EINVAL;
@@ -58,7 +57,7 @@ int pthread_barrier_init(pthread_barrier_t* __restrict b,
 }
 
 int pthread_barrier_destroy(pthread_barrier_t* b) {
-  if (!Ours(b)) return RealGlibc().barrier_destroy(b);
+  if (!Ours(b)) return RealGlibc().pthread_barrier_destroy(b);
   // Waits for threads still on their way out of Wait, as glibc does, and
   // no more (~Barrier's work; it holds nothing else). As after glibc's
   // destroy, the barrier goes on working if used again without an init
@@ -69,12 +68,9 @@ int pthread_barrier_destroy(pthread_barrier_t* b) {
 }
 
 int pthread_barrier_wait(pthread_barrier_t* b) {
-  if (!Ours(b)) return RealGlibc().barrier_wait(b);
+  if (!Ours(b)) return RealGlibc().pthread_barrier_wait(b);
   if (StatsOn()) CountOp(Op::kBarrierWait);
   return View(b)->barrier.Wait() ? PTHREAD_BARRIER_SERIAL_THREAD : 0;
 }
 
 }  // extern "C"
-
-// glibc's symbol versions (symbol_versions.h).
-PARKLOT_VERSIONS_BARRIER;

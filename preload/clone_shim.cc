@@ -11,7 +11,7 @@
 #include "hash/shared_tls.h"
 #include "preload/shim.h"
 
-extern "C" __attribute__((visibility("default"))) int clone(
+extern "C" int clone(
     int (*fn)(void*), void* stack, int flags, void* arg, ...) {
   // glibc reads the three optional arguments whatever the flags; so does
   // this wrapper, and passes them on as they came.

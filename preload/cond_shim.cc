@@ -8,7 +8,6 @@
 #include "preload/shim.h"
 #include "sync/condvar.h"
 #include "sync/mutex.h"
-#include "preload/symbol_versions.h"
 
 namespace parklot::preload {
 
@@ -201,13 +200,13 @@ int StandInWait(pthread_cond_t* c, pthread_mutex_t* m, WaitHow how,
   if (!waiting.KeepsLock()) waiting.Release();
   switch (how) {
     case WaitHow::kUntimed:
-      return RealGlibc().cond_wait(c, stand_in);
+      return RealGlibc().pthread_cond_wait(c, stand_in);
     case WaitHow::kCondClock:
-      return RealGlibc().cond_timedwait(c, stand_in, abstime);
+      return RealGlibc().pthread_cond_timedwait(c, stand_in, abstime);
     case WaitHow::kGivenClock:
       break;
   }
-  return RealGlibc().cond_clockwait(c, stand_in, clock, abstime);
+  return RealGlibc().pthread_cond_clockwait(c, stand_in, clock, abstime);
 }
 
 // glibc's signal or broadcast on a process-shared condvar, ordered against
@@ -239,11 +238,11 @@ extern "C" {
 int pthread_cond_init(pthread_cond_t* c, const pthread_condattr_t* attr) {
   // glibc validates the attributes and records clock and pshared in
   // __wrefs; the rest, our word included, is zeroed.
-  return RealGlibc().cond_init(c, attr);
+  return RealGlibc().pthread_cond_init(c, attr);
 }
 
 int pthread_cond_destroy(pthread_cond_t* c) {
-  if (CondIsGlibcOwned(c)) return RealGlibc().cond_destroy(c);
+  if (CondIsGlibcOwned(c)) return RealGlibc().pthread_cond_destroy(c);
   // Waiters are woken by then (POSIX); nothing of ours outlives the word.
   return 0;
 }
@@ -253,7 +252,7 @@ int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m) {
     if (!MutexIsGlibcOwned(m)) {
       return StandInWait(c, m, WaitHow::kUntimed, CLOCK_REALTIME, nullptr);
     }
-    return RealGlibc().cond_wait(c, m);
+    return RealGlibc().pthread_cond_wait(c, m);
   }
   return Wait(c, m, nullptr, CLOCK_REALTIME);
 }
@@ -267,7 +266,7 @@ int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m,
     if (!MutexIsGlibcOwned(m)) {
       return StandInWait(c, m, WaitHow::kCondClock, CLOCK_REALTIME, abstime);
     }
-    return RealGlibc().cond_timedwait(c, m, abstime);
+    return RealGlibc().pthread_cond_timedwait(c, m, abstime);
   }
   return Wait(c, m, abstime, ClockOf(c), __builtin_return_address(0));
 }
@@ -280,21 +279,21 @@ int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m,
     if (!MutexIsGlibcOwned(m)) {
       return StandInWait(c, m, WaitHow::kGivenClock, clock, abstime);
     }
-    return RealGlibc().cond_clockwait(c, m, clock, abstime);
+    return RealGlibc().pthread_cond_clockwait(c, m, clock, abstime);
   }
   if (!ValidClock(clock)) return EINVAL;
   return Wait(c, m, abstime, clock);
 }
 
 int pthread_cond_signal(pthread_cond_t* c) {
-  if (CondIsGlibcOwned(c)) return GlibcNotify(c, RealGlibc().cond_signal);
+  if (CondIsGlibcOwned(c)) return GlibcNotify(c, RealGlibc().pthread_cond_signal);
   if (StatsOn()) CountOp(Op::kCondSignal);
   CondVarCore::NotifyOne(CondWord(c));
   return 0;
 }
 
 int pthread_cond_broadcast(pthread_cond_t* c) {
-  if (CondIsGlibcOwned(c)) return GlibcNotify(c, RealGlibc().cond_broadcast);
+  if (CondIsGlibcOwned(c)) return GlibcNotify(c, RealGlibc().pthread_cond_broadcast);
   if (StatsOn()) CountOp(Op::kCondBroadcast);
   CondVarCore::NotifyAll(CondWord(c));
   return 0;
@@ -342,6 +341,3 @@ int cnd_broadcast(cnd_t* c) {
 }
 
 }  // extern "C"
-
-// glibc's symbol versions (symbol_versions.h).
-PARKLOT_VERSIONS_COND;

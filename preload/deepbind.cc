@@ -412,7 +412,7 @@ void Rebind(link_map* handle, const std::vector<Served>& served) {
     uintptr_t libc_fn, shim_fn;
     Object libc{}, shim{};
   } c;
-  c.libc_fn = reinterpret_cast<uintptr_t>(RealGlibc().mutex_lock);
+  c.libc_fn = reinterpret_cast<uintptr_t>(RealGlibc().pthread_mutex_lock);
   c.shim_fn = reinterpret_cast<uintptr_t>(&Rebind);
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* arg) {
@@ -452,10 +452,14 @@ __attribute__((visibility("hidden"))) void ParklotResolveDlopen() {
 __attribute__((visibility("hidden"))) void* ParklotOpenSlow(
     const char* file, int flags, const void* caller, Lmid_t lmid, bool dlmopen) {
   using namespace parklot::preload;
-  if ((flags & RTLD_DEEPBIND) != 0) {
+  // Under Valgrind every served name is glibc's (surface.h): a library
+  // bound to glibc's functions is bound as it should be, nothing to rebind.
+  const bool rebind = !SteppingAside();
+  if ((flags & RTLD_DEEPBIND) != 0 && rebind) {
     __atomic_store_n(&parklot_deepbind_used, 1, __ATOMIC_RELAXED);
   }
-  const std::vector<Served>& served = ServedFunctions();
+  // Built before glibc's dlopen runs (BuildServed says why).
+  const std::vector<Served>* served = rebind ? &ServedFunctions() : nullptr;
   const void* fn = dlmopen ? reinterpret_cast<const void*>(RealGlibc().dlmopen)
                            : reinterpret_cast<const void*>(RealGlibc().dlopen);
   const uintptr_t a = dlmopen ? static_cast<uintptr_t>(lmid)
@@ -472,9 +476,9 @@ __attribute__((visibility("hidden"))) void* ParklotOpenSlow(
   } else {
     handle = RealGlibc().dlopen(file, flags);
   }
-  if (handle == nullptr || file == nullptr) return handle;
+  if (handle == nullptr || file == nullptr || !rebind) return handle;
   const int saved_errno = errno;
-  Rebind(static_cast<link_map*>(handle), served);
+  Rebind(static_cast<link_map*>(handle), *served);
   errno = saved_errno;
   return handle;
 }

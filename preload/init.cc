@@ -1,9 +1,12 @@
 // The shim's start-up and exit.
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "hash/futex.h"
 #include "preload/deadlock.h"
 #include "preload/report.h"
@@ -13,8 +16,6 @@
 #include "runtime/stats.h"
 
 namespace parklot::preload {
-
-uint8_t g_lock_hooks = 0;
 
 void EnableLockStats();
 void PrintStatsReport();
@@ -26,12 +27,41 @@ void AtExit() { PrintStatsReport(); }
 constexpr ForkHandlers kStandInsForkStep{nullptr, nullptr,
                                          ResetStandInsInChild};
 
+// Under Valgrind every served name is bound to glibc's own function
+// (surface.h): one line on stderr says so, worded as the launcher's line for
+// a program the shim cannot serve. Nothing in secure mode (DESIGN.md
+// invariant 8). One write(2), formatted on the stack, errno kept.
+void SayStepsAside() {
+  if (SecureMode()) return;
+  char line[256];
+  const int n = absl::SNPrintF(
+      line, sizeof(line),
+      "parklot: under Valgrind: stepping aside; %.64s (pid %d) runs on "
+      "glibc's locks\n",
+      program_invocation_short_name, getpid());
+  if (n <= 0) return;
+  const int saved_errno = errno;
+  const ssize_t w = write(
+      STDERR_FILENO, line,
+      static_cast<size_t>(n) < sizeof(line) ? static_cast<size_t>(n)
+                                            : sizeof(line) - 1);
+  (void)w;
+  errno = saved_errno;
+}
+
 // Runs when the shim is loaded, before the program's constructors (the
 // preloaded object is initialized first). Calls that arrive earlier (from
 // another preloaded library's constructor) work: the lot initializes on
 // first use and glibc entry points resolve on first need.
 __attribute__((constructor)) void Init() {
   RealGlibc();
+  if (SteppingAside()) {
+    // Nothing of the shim's runs: no configuration is read (PARKLOT_STATS,
+    // PARKLOT_DEADLOCK and PARKLOT_SYSCALL_FUTEX have nothing to act on),
+    // no fork step, no report.
+    SayStepsAside();
+    return;
+  }
   ResolveProgramClock();
   RegisterForkStep(ForkStep::kShimStandIns, &kStandInsForkStep);
   const Config& config = GetConfig();
@@ -54,7 +84,7 @@ extern "C" {
 // has %p; a fork child that leaves by _exit prints nothing unasked (its
 // parent's output is what the program checks). exit() reaches the kernel
 // without this symbol.
-__attribute__((visibility("default"), noreturn)) void _exit(int status) {
+void _exit(int status) {
   if (parklot::preload::StatsOn() &&
       parklot::preload::ReportsAtUnderscoreExit(parklot::preload::Sink::kStats)) {
     parklot::preload::PrintStatsReport();

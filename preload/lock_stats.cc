@@ -25,6 +25,7 @@
 #include "preload/report.h"
 #include "preload/shim.h"
 #include "runtime/config.h"
+#include "runtime/fork.h"
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
 
@@ -116,6 +117,26 @@ LockStat* Find(uintptr_t lock, bool insert) {
   return nullptr;
 }
 
+// What the report is about, in this process image: the operations the
+// shim served (the counters), and under PARKLOT_SYSCALL_FUTEX=1 the raw
+// futex calls its syscall() took, served or passed to the kernel (those
+// say what --futex could not serve); and how much of it a fork child
+// inherited from its parent (0 in the process the shim started in).
+uint64_t Handled() {
+  uint64_t n = 0;
+  for (int i = 0; i < static_cast<int>(Op::kCount); ++i) n += Sum(i);
+  const futex::Counts futex = futex::GetCounts();
+  for (const uint64_t c : futex.served) n += c;
+  for (const uint64_t c : futex.served2) n += c;
+  for (const uint64_t c : futex.kernel) n += c;
+  for (const uint64_t c : futex.kernel2) n += c;
+  return n;
+}
+uint64_t g_handled_before_fork = 0;
+
+void NoteHandledAtFork() { g_handled_before_fork = Handled(); }
+constexpr ForkHandlers kStatsForkStep{nullptr, nullptr, NoteHandledAtFork};
+
 }  // namespace
 
 void EnableLockStats() {
@@ -138,6 +159,7 @@ void EnableLockStats() {
   g_stripes = reinterpret_cast<Stripe*>(base + keys);
   g_filter = reinterpret_cast<std::atomic<uint64_t>*>(base + keys + stripes);
   g_table = reinterpret_cast<LockStat*>(base + keys + stripes + filter);
+  RegisterForkStep(ForkStep::kShimStats, &kStatsForkStep);
   g_lock_hooks |= kHookStats;
 }
 
@@ -223,6 +245,12 @@ std::string StatsReport() {
 }
 
 void PrintStatsReport() {
+  // A process the shim served nothing in and saw no futex call in (a
+  // shell, /bin/true, a fork child that only exits) prints nothing: no
+  // served operation also means no contended one, no park and no growth.
+  // Without the counters' mapping that is unknown, and the report (its
+  // table figures) is printed.
+  if (g_stripes != nullptr && Handled() == g_handled_before_fork) return;
   try {
     WriteReport(Sink::kStats, StatsReport());
   } catch (const std::bad_alloc&) {

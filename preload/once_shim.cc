@@ -10,7 +10,6 @@
 
 #include "preload/shim.h"
 #include "sync/once.h"
-#include "preload/symbol_versions.h"
 
 static_assert(sizeof(parklot::Once) == sizeof(pthread_once_t),
               "Once fits pthread_once_t");
@@ -32,6 +31,3 @@ void call_once(once_flag* flag, void (*init)(void)) {
 }
 
 }  // extern "C"
-
-// glibc's symbol versions (symbol_versions.h).
-PARKLOT_VERSIONS_ONCE;

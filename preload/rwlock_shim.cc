@@ -12,7 +12,6 @@
 #include "preload/deadlock.h"
 #include "preload/shim.h"
 #include "sync/shared_mutex.h"
-#include "preload/symbol_versions.h"
 
 extern "C" {
 int __pthread_rwlock_init(pthread_rwlock_t*, const pthread_rwlockattr_t*);
@@ -162,13 +161,13 @@ int pthread_rwlock_rdlock(pthread_rwlock_t* rw) {
 
 int pthread_rwlock_timedrdlock(pthread_rwlock_t* rw,
                                const struct timespec* abstime) {
-  if (GlibcOwned(rw)) return RealGlibc().rwlock_timedrdlock(rw, abstime);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_timedrdlock(rw, abstime);
   return TimedRdLock(rw, CLOCK_REALTIME, abstime, __builtin_return_address(0));
 }
 
 int pthread_rwlock_clockrdlock(pthread_rwlock_t* rw, clockid_t clock,
                                const struct timespec* abstime) {
-  if (GlibcOwned(rw)) return RealGlibc().rwlock_clockrdlock(rw, clock, abstime);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_clockrdlock(rw, clock, abstime);
   return TimedRdLock(rw, clock, abstime, __builtin_return_address(0));
 }
 
@@ -189,13 +188,13 @@ int pthread_rwlock_wrlock(pthread_rwlock_t* rw) {
 
 int pthread_rwlock_timedwrlock(pthread_rwlock_t* rw,
                                const struct timespec* abstime) {
-  if (GlibcOwned(rw)) return RealGlibc().rwlock_timedwrlock(rw, abstime);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_timedwrlock(rw, abstime);
   return TimedWrLock(rw, CLOCK_REALTIME, abstime, __builtin_return_address(0));
 }
 
 int pthread_rwlock_clockwrlock(pthread_rwlock_t* rw, clockid_t clock,
                                const struct timespec* abstime) {
-  if (GlibcOwned(rw)) return RealGlibc().rwlock_clockwrlock(rw, clock, abstime);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_clockwrlock(rw, clock, abstime);
   return TimedWrLock(rw, clock, abstime, __builtin_return_address(0));
 }
 
@@ -228,6 +227,3 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
 }
 
 }  // extern "C"
-
-// glibc's symbol versions (symbol_versions.h).
-PARKLOT_VERSIONS_RWLOCK;

@@ -15,7 +15,6 @@
 #include "preload/shim.h"
 #include "runtime/parking_lot.h"
 #include "sync/semaphore.h"
-#include "preload/symbol_versions.h"
 
 namespace parklot::preload {
 namespace {
@@ -123,6 +122,3 @@ int sem_getvalue(sem_t* __restrict s, int* __restrict value) {
 }
 
 }  // extern "C"
-
-// glibc's symbol versions (symbol_versions.h).
-PARKLOT_VERSIONS_SEM;

@@ -45,6 +45,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "preload/surface.h"
 #include "runtime/deadline.h"
 
 namespace parklot::preload {
@@ -95,48 +96,19 @@ inline bool CondIsGlibcOwned(const pthread_cond_t* c) {
   return (c->__data.__wrefs & kCondPshared) != 0;
 }
 
-// glibc's implementations, for the objects the shim hands to glibc,
-// resolved by dlvsym with the version programs bind to, once, in the shim's
-// constructor (or at first need if a call precedes it).
+// glibc's implementations of the served names (surface.h), for the objects
+// the shim hands to glibc and, under Valgrind, for every call: a member per
+// table row, named as the function (RealGlibc().pthread_mutex_lock).
+// Resolved by dlvsym with the version programs bind to, once, in the shim's
+// constructor (or at first need if a call precedes it); the rows only the
+// step-aside forwarders use stay null outside Valgrind.
 struct Glibc {
-  int (*mutex_init)(pthread_mutex_t*, const pthread_mutexattr_t*);
-  int (*mutex_destroy)(pthread_mutex_t*);
-  int (*mutex_lock)(pthread_mutex_t*);
-  int (*mutex_trylock)(pthread_mutex_t*);
-  int (*mutex_unlock)(pthread_mutex_t*);
-  int (*mutex_timedlock)(pthread_mutex_t*, const struct timespec*);
-  int (*mutex_clocklock)(pthread_mutex_t*, clockid_t, const struct timespec*);
-  int (*cond_init)(pthread_cond_t*, const pthread_condattr_t*);
-  int (*cond_destroy)(pthread_cond_t*);
-  int (*cond_wait)(pthread_cond_t*, pthread_mutex_t*);
-  int (*cond_timedwait)(pthread_cond_t*, pthread_mutex_t*,
-                        const struct timespec*);
-  int (*cond_clockwait)(pthread_cond_t*, pthread_mutex_t*, clockid_t,
-                        const struct timespec*);
-  int (*cond_signal)(pthread_cond_t*);
-  int (*cond_broadcast)(pthread_cond_t*);
-  int (*rwlock_timedrdlock)(pthread_rwlock_t*, const struct timespec*);
-  int (*rwlock_timedwrlock)(pthread_rwlock_t*, const struct timespec*);
-  int (*rwlock_clockrdlock)(pthread_rwlock_t*, clockid_t,
-                            const struct timespec*);
-  int (*rwlock_clockwrlock)(pthread_rwlock_t*, clockid_t,
-                            const struct timespec*);
-  int (*sem_init)(sem_t*, int, unsigned);
-  int (*sem_destroy)(sem_t*);
-  int (*sem_wait)(sem_t*);
-  int (*sem_trywait)(sem_t*);
-  int (*sem_timedwait)(sem_t*, const struct timespec*);
-  int (*sem_clockwait)(sem_t*, clockid_t, const struct timespec*);
-  int (*sem_post)(sem_t*);
-  int (*sem_getvalue)(sem_t*, int*);
-  int (*barrier_init)(pthread_barrier_t*, const pthread_barrierattr_t*,
-                      unsigned);
-  int (*barrier_destroy)(pthread_barrier_t*);
-  int (*barrier_wait)(pthread_barrier_t*);
-  int (*sigaction)(int, const struct sigaction*, struct sigaction*);
-  void* (*dlopen)(const char*, int);  // deepbind.cc's stubs jump to these
-  void* (*dlmopen)(Lmid_t, const char*, int);
-  int (*clone)(int (*)(void*), void*, int, void*, ...);  // clone_shim.cc
+#define PARKLOT_GLIBC_MEMBER(ret, name, params, ...) ret(*name) params;
+#define PARKLOT_GLIBC_MEMBER_V(ret, name, params, ...) ret(*name) params;
+  PARKLOT_SURFACE(PARKLOT_GLIBC_MEMBER, PARKLOT_GLIBC_MEMBER_V)
+  PARKLOT_GLIBC_ALSO(PARKLOT_GLIBC_MEMBER)
+#undef PARKLOT_GLIBC_MEMBER
+#undef PARKLOT_GLIBC_MEMBER_V
 };
 const Glibc& RealGlibc();
 
@@ -188,13 +160,24 @@ void ResolveProgramClock();
 void ResetStandInsInChild();
 
 // The optional hooks of the lock paths, a bit each in one byte, so that
-// the mutex lock and unlock fast paths test them all with one load. Set
-// once by the shim's constructor, before the program runs; never cleared.
+// the mutex lock and unlock fast paths test them all with one load. The
+// step-aside bit is set at load, before any code of the shim or the
+// libraries it needs runs (surface.cc); the others by the shim's
+// constructor, before the program runs. Never cleared. Hidden, with an
+// assembler name the exported stubs (surface.cc) read it by.
+#define PARKLOT_HOOK_STEP_ASIDE 4
 inline constexpr uint8_t kHookStats = 1;     // PARKLOT_STATS (lock_stats.cc)
 inline constexpr uint8_t kHookDeadlock = 2;  // PARKLOT_DEADLOCK (deadlock.h)
-extern uint8_t g_lock_hooks;
+// Under Valgrind: every served name goes to glibc's own function
+// (surface.h).
+inline constexpr uint8_t kHookStepAside = PARKLOT_HOOK_STEP_ASIDE;
+extern uint8_t g_lock_hooks __asm__("parklot_lock_hooks")
+    __attribute__((visibility("hidden")));
 inline bool StatsOn() { return (g_lock_hooks & kHookStats) != 0; }
 inline bool DeadlockOn() { return (g_lock_hooks & kHookDeadlock) != 0; }
+// Whether the shim steps aside (the process runs under Valgrind). Fixed
+// for the process's life. Async-signal-safe; any time.
+inline bool SteppingAside() { return (g_lock_hooks & kHookStepAside) != 0; }
 
 // Statistics (PARKLOT_STATS=1): the hooks.
 void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,

@@ -11,7 +11,9 @@
 // .symver. It needs gold (the shim's linkopts): GNU ld drops the default
 // version of a name that also has a .symver'd compat version. A .symver names
 // a symbol of its own assembly file, so each group is written once, at file
-// scope, in the file that defines its functions.
+// scope, in the file that defines the exported symbol: surface.cc for the
+// served names (their exported stubs, surface.h), deepbind.cc for dlopen and
+// dlmopen. The group comments say where each name is implemented.
 // tests/preload/symbol_versions_test checks the result against libc.so.6.
 #ifndef PARKLOT_PRELOAD_SYMBOL_VERSIONS_H_
 #define PARKLOT_PRELOAD_SYMBOL_VERSIONS_H_

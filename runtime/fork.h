@@ -19,6 +19,11 @@ namespace parklot {
 
 // The steps, in prepare order.
 enum class ForkStep {
+  // preload/: PARKLOT_STATS's operation counts. Child: what the parent had
+  // served (and futex calls it saw) by the fork is noted, so that a child
+  // that serves nothing itself prints no report (its figures would repeat
+  // its parent's). Reads only.
+  kShimStats,
   // preload/: the stand-in mutexes of process-shared condvar waits.
   // Child: reinitialized (only threads now gone could hold them).
   kShimStandIns,

@@ -1,13 +1,36 @@
 /* An exact number of each primitive the shim serves, from one thread (no
  * contention, nothing of glibc's): served_counts_test checks that the
- * statistics report's "served by parklot" line counts each of them. */
+ * statistics report's "served by parklot" line counts each of them.
+ *
+ *   served_counts_prog fork   then forks two children that serve nothing,
+ *                             one leaving by _exit(), one by exit(): neither
+ *                             may print a report */
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <threads.h>
+#include <unistd.h>
 
 static void nothing(void) {}
 
-int main(void) {
+/* A child that serves nothing and leaves by _exit() or exit(). */
+static int Child(int by_underscore_exit) {
+  fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) return 0;
+  if (pid == 0) {
+    if (by_underscore_exit) _exit(0);
+    exit(0);
+  }
+  int status = 0;
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
+int main(int argc, char** argv) {
   pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
   pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
   pthread_cond_t c = PTHREAD_COND_INITIALIZER;
@@ -40,5 +63,8 @@ int main(void) {
   pthread_cond_signal(&c);  /* 1 signal, 2 broadcasts */
   pthread_cond_broadcast(&c);
   pthread_cond_broadcast(&c);
+  if (argc > 1 && strcmp(argv[1], "fork") == 0) {
+    if (!Child(1) || !Child(0)) return 3;
+  }
   return 0;
 }

@@ -27,6 +27,17 @@ if diff "$work/listed_plain" "$work/libc" > "$work/d1"; then
 else
   echo "FAIL: the list differs from objdump -T $libc (< list, > glibc):"; cat "$work/d1"; status=1
 fi
+# Every version the shim serves of a name is one function in glibc (one
+# address): the shim resolves one of them for the objects it hands to glibc
+# and, under Valgrind, for every call (preload/surface.h).
+objdump -T "$libc" | awk 'NR == FNR {served[$1 " " $2] = 1; next}
+  NF >= 6 && !/\*UND\*/ {v = $(NF-1); gsub(/[()]/, "", v); if (($NF " " v) in served) print $NF, $1}' \
+  <(grep -v ' glibc$' "$work/listed") - | sort -u | awk '{n[$1]++} END {for (k in n) if (n[k] > 1) print k}' > "$work/split"
+if [ -s "$work/split" ]; then
+  echo "FAIL: served versions of one name at different addresses in glibc:"; cat "$work/split"; status=1
+else
+  echo "ok: each served name's versions are one function in glibc"
+fi
 # The shim's exports under GLIBC_* versions: the list less glibc's own.
 objdump -T "$shim" | awk 'NF >= 6 && !/\*UND\*/ && $(NF-1) ~ /GLIBC_/ && $NF !~ /^GLIBC_/ {v = $(NF-1); gsub(/[()]/, "", v); print $NF, v}' |
   sort > "$work/shim"
