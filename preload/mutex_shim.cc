@@ -3,6 +3,7 @@
 #include <threads.h>
 
 #include "preload/deadlock.h"
+#include "preload/profile.h"
 #include "preload/shim.h"
 #include "sync/mutex.h"
 #include "preload/symbol_versions.h"
@@ -47,6 +48,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
     deadline = ProgramDeadline(*abstime, clock);
   }
   const int64_t t0 = StatsOn() ? MonotonicNanos() : 0;
+  ProfileWait profiled(m);
   const bool ok =
       DeadlockOn()
           ? AcquireWatched(m, LockMode::kExclusive, caller, deadline,
@@ -55,6 +57,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
                            })
           : MutexCore::LockSlow(word, MutexEma(m), deadline);
   if (!ok) return ETIMEDOUT;
+  profiled.Acquired();
   if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
   if (StatsOn()) RecordAcquire(m, true, MonotonicNanos() - t0, caller);
   if (DeadlockOn()) DeadlockAcquired(m, LockMode::kExclusive, caller);
@@ -115,11 +118,26 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
       MutexCore::LockSlow(MutexWord(m), MutexEma(m), Deadline::Never());
       return 0;
     }
+    if ((g_lock_hooks & kLockHooks) == 0) {
+      // Profiling alone, and the compare-and-swap failed: contended.
+      ProfileWait profiled(m);
+      MutexCore::LockSlow(MutexWord(m), MutexEma(m), Deadline::Never());
+      profiled.Acquired();
+      return 0;
+    }
   } else if (kind != kKindDestroyed && (kind & kKindGlibcOwned)) {
     if (DeadlockOn()) return GlibcLockWatched(m, caller);
     return __pthread_mutex_lock(m);
   }
   return LockSlow(m, nullptr, CLOCK_REALTIME, false, caller);
+}
+
+// The unlock hooks (kUnlockHooks), before the release: out of line, so
+// that the unlock fast path tests one byte and calls nothing (inlined,
+// they cost it a callee-saved register).
+__attribute__((noinline)) void UnlockHooks(pthread_mutex_t* m) {
+  if (DeadlockOn()) DeadlockReleased(m);
+  if (ProfileOn()) ProfileRelease(m);
 }
 
 }  // namespace
@@ -130,7 +148,7 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
   if (__builtin_expect(IsPlainKind(kind), 1)) {
     // Normal and adaptive: as glibc, no owner check (a foreign unlock
     // releases the lock).
-    if (__builtin_expect(DeadlockOn(), 0)) DeadlockReleased(m);
+    if (__builtin_expect((g_lock_hooks & kUnlockHooks) != 0, 0)) UnlockHooks(m);
     MutexCore::Unlock(word);
     return 0;
   }
@@ -142,13 +160,13 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
   const int type = ShimMutexType(kind);
   if (type < 0) return EINVAL;
   if (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) {
-    if (DeadlockOn()) DeadlockReleased(m);
+    if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m);
     MutexCore::Unlock(word);  // with unused kind bits set: still no check
     return 0;
   }
   if (!MutexCore::HeldByCurrentThread(word)) return EPERM;
   if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
-  if (DeadlockOn()) DeadlockReleased(m);
+  if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m);
   MutexCore::Unlock(word);
   return 0;
 }
@@ -188,9 +206,12 @@ int pthread_mutex_destroy(pthread_mutex_t* m) {
 }
 
 int pthread_mutex_lock(pthread_mutex_t* m) {
-  // The uncontended lock of a normal or adaptive mutex with no hooks: one
-  // compare-and-swap, in a frame that saves no callee-saved register.
-  if (__builtin_expect(IsPlainKind(m->__data.__kind) && g_lock_hooks == 0, 1) &&
+  // The uncontended lock of a normal or adaptive mutex with no hooks (or
+  // profiling alone): one compare-and-swap, in a frame that saves no
+  // callee-saved register.
+  if (__builtin_expect(IsPlainKind(m->__data.__kind) &&
+                           (g_lock_hooks & kLockHooks) == 0,
+                       1) &&
       __builtin_expect(MutexCore::LockFast(MutexWord(m)), 1)) {
     return 0;
   }

@@ -192,9 +192,16 @@ void ResetStandInsInChild();
 // once by the shim's constructor, before the program runs; never cleared.
 inline constexpr uint8_t kHookStats = 1;     // PARKLOT_STATS (lock_stats.cc)
 inline constexpr uint8_t kHookDeadlock = 2;  // PARKLOT_DEADLOCK (deadlock.h)
+inline constexpr uint8_t kHookProfile = 4;   // PARKLOT_PROFILE (profile.h)
+// The hooks an uncontended mutex lock runs (profiling samples contended
+// acquisitions only), and those a mutex unlock runs: one test of the byte
+// each, as for one hook.
+inline constexpr uint8_t kLockHooks = kHookStats | kHookDeadlock;
+inline constexpr uint8_t kUnlockHooks = kHookDeadlock | kHookProfile;
 extern uint8_t g_lock_hooks;
 inline bool StatsOn() { return (g_lock_hooks & kHookStats) != 0; }
 inline bool DeadlockOn() { return (g_lock_hooks & kHookDeadlock) != 0; }
+inline bool ProfileOn() { return (g_lock_hooks & kHookProfile) != 0; }
 
 // Statistics (PARKLOT_STATS=1): the hooks.
 void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
