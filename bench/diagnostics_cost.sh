@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 # The cost of the shim's diagnostics, side by side: bench/many_locks under
-# the shim plain, with PARKLOT_STATS and with PARKLOT_DEADLOCK=report (and
-# with PARKLOT_STATS under a second shim, e.g. an older build, if given),
-# every configuration once per round, rounds interleaved; prints each
-# workload's median ns/op and its ratio to plain.
+# the shim plain, with PARKLOT_STATS, with PARKLOT_DEADLOCK=report and with
+# PARKLOT_PROFILE (and under a second shim, e.g. an older build, plain and
+# with PARKLOT_STATS, if given), every configuration once per round, rounds
+# interleaved; prints each workload's median ns/op and its ratio to plain.
 #
-#   diagnostics_cost.sh [--rounds=N] [--quick] [--other=SHIM] MANY_LOCKS SHIM
+#   diagnostics_cost.sh [--rounds=N] [--quick] [--other=SHIM]
+#                       [--profile-rate=N] MANY_LOCKS SHIM
 #     --quick   small sizes (the smoke test): every row, no meaningful figure
-#     --other   a second shim measured with PARKLOT_STATS too ("stats other")
+#     --other   a second shim measured plain ("plain other") and with
+#               PARKLOT_STATS ("stats other")
+#     --profile-rate  PARKLOT_PROFILE_RATE for the "profile" column
+#               (default: the shim's)
 set -uo pipefail
 
 rounds=5
 quick=0
 other=""
+profile_rate=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds=*) rounds=${1#--rounds=} ;;
     --quick) quick=1; rounds=1 ;;
     --other=*) other=${1#--other=} ;;
+    --profile-rate=*) profile_rate=${1#--profile-rate=} ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -32,8 +38,11 @@ if [ "$quick" = 1 ]; then
 else
   workloads=("distinct 2000000 4 1000000" "contended 4 500000" "nested 4 500000")
 fi
-configs=(plain stats report)
-[ -n "$other" ] && configs+=("stats_other")
+configs=(plain stats report profile)
+[ -n "$other" ] && configs+=("plain_other" "stats_other")
+# The profiles go to a scratch folder, removed at the end.
+profiles=$(mktemp -d "${TMPDIR:-/tmp}/diagnostics_cost.XXXXXX")
+trap 'rm -rf "$profiles"' EXIT
 
 run_one() {  # config, workload words...
   local config=$1 so=$shim
@@ -42,6 +51,9 @@ run_one() {  # config, workload words...
   case "$config" in
     stats) env=(PARKLOT_STATS=/dev/null) ;;
     report) env=(PARKLOT_DEADLOCK=report) ;;
+    profile) env=(PARKLOT_PROFILE="$profiles/profile.%p"
+                  ${profile_rate:+PARKLOT_PROFILE_RATE=$profile_rate}) ;;
+    plain_other) so=$other ;;
     stats_other) env=(PARKLOT_STATS=1); so=$other ;;
   esac
   # shellcheck disable=SC2068

@@ -7,6 +7,7 @@
 
 #include <new>
 
+#include "preload/profile.h"
 #include "preload/shim.h"
 #include "sync/barrier.h"
 
@@ -70,7 +71,17 @@ int pthread_barrier_destroy(pthread_barrier_t* b) {
 int pthread_barrier_wait(pthread_barrier_t* b) {
   if (!Ours(b)) return RealGlibc().pthread_barrier_wait(b);
   if (StatsOn()) CountOp(Op::kBarrierWait);
-  return View(b)->barrier.Wait() ? PTHREAD_BARRIER_SERIAL_THREAD : 0;
+  if (!ProfileOn()) {
+    return View(b)->barrier.Wait() ? PTHREAD_BARRIER_SERIAL_THREAD : 0;
+  }
+  // Profiled: any arrival may be the last, whose arrival ends the others'
+  // waits, so each records its stack for sampled waiters before it
+  // arrives; its own wait counts unless it was the last (it did not wait).
+  ProfileRelease(b);
+  ProfileWait profiled(b);
+  const bool serial = View(b)->barrier.Wait();
+  if (!serial) profiled.Acquired();
+  return serial ? PTHREAD_BARRIER_SERIAL_THREAD : 0;
 }
 
 }  // extern "C"

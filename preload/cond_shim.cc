@@ -5,6 +5,7 @@
 
 #include "hash/fibonacci_hash.h"
 #include "preload/deadlock.h"
+#include "preload/profile.h"
 #include "preload/shim.h"
 #include "sync/condvar.h"
 #include "sync/mutex.h"
@@ -71,6 +72,9 @@ class WaitingMutex {
     // The wait releases the mutex (unless KeepsLock): off the held list
     // until the destructor re-takes it (deadlock.h).
     if (DeadlockOn() && !KeepsLock()) site_ = DeadlockReleased(m_);
+    // A thread waiting for the mutex may be let in by this release: the
+    // wait's stack is that release's (profile.h).
+    if (ProfileOn() && !KeepsLock()) ProfileRelease(m_);
     return 0;
   }
 

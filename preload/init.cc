@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "hash/futex.h"
 #include "preload/deadlock.h"
+#include "preload/profile.h"
 #include "preload/report.h"
 #include "preload/shim.h"
 #include "runtime/config.h"
@@ -24,8 +25,21 @@ namespace {
 
 void AtExit() { PrintStatsReport(); }
 
-constexpr ForkHandlers kStandInsForkStep{nullptr, nullptr,
-                                         ResetStandInsInChild};
+// A profile file holds one process's profile: a fork child writes its own
+// only into a "%p" path, whether it leaves by exit() or _exit() (into the
+// parent's file it would replace the parent's).
+void AtExitProfile() {
+  if (ReportsAtUnderscoreExit(Sink::kProfile)) WriteProfiles();
+}
+
+// The shim's own state in a fork child: the condvar stand-ins, and the
+// profile's waits in progress (no thread of the parent waits in the child).
+void ShimChildReset() {
+  ResetStandInsInChild();
+  ProfileResetInChild();
+}
+
+constexpr ForkHandlers kStandInsForkStep{nullptr, nullptr, ShimChildReset};
 
 // Under Valgrind every served name is bound to glibc's own function
 // (surface.h): one line on stderr says so, worded as the launcher's line for
@@ -65,7 +79,8 @@ __attribute__((constructor)) void Init() {
   ResolveProgramClock();
   RegisterForkStep(ForkStep::kShimStandIns, &kStandInsForkStep);
   const Config& config = GetConfig();
-  if (config.stats || config.deadlock != DeadlockMode::kOff) {
+  if (config.stats || config.deadlock != DeadlockMode::kOff ||
+      config.profile_path != nullptr) {
     InitReportSinks(config);
   }
   if (config.deadlock != DeadlockMode::kOff) EnableDeadlockDetection(config);
@@ -73,21 +88,30 @@ __attribute__((constructor)) void Init() {
     EnableLockStats();
     atexit(AtExit);
   }
+  if (config.profile_path != nullptr) {
+    EnableProfile(config);
+    if (ProfileOn()) atexit(AtExitProfile);
+  }
 }
 
 }  // namespace
 }  // namespace parklot::preload
 
 extern "C" {
-// With PARKLOT_STATS, a process that ends with _exit reports too: the one
-// the shim started in, and forked workers (as stress-ng's) where the path
-// has %p; a fork child that leaves by _exit prints nothing unasked (its
-// parent's output is what the program checks). exit() reaches the kernel
-// without this symbol.
+// With PARKLOT_STATS or PARKLOT_PROFILE, a process that ends with _exit
+// reports too: the one the shim started in, and forked workers (as
+// stress-ng's) where the path has %p; a fork child that leaves by _exit
+// prints nothing unasked (its parent's output is what the program checks).
+// exit() reaches the kernel without this symbol.
 void _exit(int status) {
   if (parklot::preload::StatsOn() &&
       parklot::preload::ReportsAtUnderscoreExit(parklot::preload::Sink::kStats)) {
     parklot::preload::PrintStatsReport();
+  }
+  if (parklot::preload::ProfileOn() &&
+      parklot::preload::ReportsAtUnderscoreExit(
+          parklot::preload::Sink::kProfile)) {
+    parklot::preload::WriteProfiles();
   }
   parklot::RawSyscall6(SYS_exit_group, status, 0, 0, 0, 0, 0);
   __builtin_unreachable();

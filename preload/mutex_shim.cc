@@ -3,6 +3,7 @@
 #include <threads.h>
 
 #include "preload/deadlock.h"
+#include "preload/profile.h"
 #include "preload/shim.h"
 #include "sync/mutex.h"
 
@@ -46,6 +47,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
     deadline = ProgramDeadline(*abstime, clock);
   }
   const int64_t t0 = StatsOn() ? MonotonicNanos() : 0;
+  ProfileWait profiled(m);
   const bool ok =
       DeadlockOn()
           ? AcquireWatched(m, LockMode::kExclusive, caller, deadline,
@@ -54,6 +56,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
                            })
           : MutexCore::LockSlow(word, MutexEma(m), deadline);
   if (!ok) return ETIMEDOUT;
+  profiled.Acquired();
   if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
   if (StatsOn()) RecordAcquire(m, true, MonotonicNanos() - t0, caller);
   if (DeadlockOn()) DeadlockAcquired(m, LockMode::kExclusive, caller);
@@ -119,11 +122,26 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
       MutexCore::LockSlow(MutexWord(m), MutexEma(m), Deadline::Never());
       return 0;
     }
+    if ((g_lock_hooks & kLockHooks) == 0) {
+      // Profiling alone, and the compare-and-swap failed: contended.
+      ProfileWait profiled(m);
+      MutexCore::LockSlow(MutexWord(m), MutexEma(m), Deadline::Never());
+      profiled.Acquired();
+      return 0;
+    }
   } else if (kind != kKindDestroyed && (kind & kKindGlibcOwned)) {
     if (DeadlockOn()) return GlibcLockWatched(m, caller);
     return __pthread_mutex_lock(m);
   }
   return LockSlow(m, nullptr, CLOCK_REALTIME, false, caller);
+}
+
+// The unlock hooks (kUnlockHooks), before the release: out of line, so
+// that the unlock fast path tests one byte and calls nothing (inlined,
+// they cost it a callee-saved register).
+__attribute__((noinline)) void UnlockHooks(pthread_mutex_t* m) {
+  if (DeadlockOn()) DeadlockReleased(m);
+  if (ProfileOn()) ProfileRelease(m);
 }
 
 }  // namespace
@@ -133,13 +151,12 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
   std::atomic<uint32_t>* word = MutexWord(m);
   if (__builtin_expect(IsPlainKind(kind), 1)) {
     // Normal and adaptive: as glibc, no owner check (a foreign unlock
-    // releases the lock). One test for the deadlock hook and the step-aside
+    // releases the lock). One test for the unlock hooks and the step-aside
     // bit (Valgrind: glibc's unlock, as every served name then is), the
     // fast path's only test of g_lock_hooks.
-    if (__builtin_expect((g_lock_hooks & (kHookDeadlock | kHookStepAside)) != 0,
-                         0)) {
+    if (__builtin_expect((g_lock_hooks & kUnlockHooks) != 0, 0)) {
       if (SteppingAside()) return RealGlibc().pthread_mutex_unlock(m);
-      DeadlockReleased(m);
+      UnlockHooks(m);
     }
     MutexCore::Unlock(word);
     return 0;
@@ -155,13 +172,13 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
   const int type = ShimMutexType(kind);
   if (type < 0) return EINVAL;
   if (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) {
-    if (DeadlockOn()) DeadlockReleased(m);
+    if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m);
     MutexCore::Unlock(word);  // with unused kind bits set: still no check
     return 0;
   }
   if (!MutexCore::HeldByCurrentThread(word)) return EPERM;
   if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
-  if (DeadlockOn()) DeadlockReleased(m);
+  if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m);
   MutexCore::Unlock(word);
   return 0;
 }
@@ -201,9 +218,12 @@ int pthread_mutex_destroy(pthread_mutex_t* m) {
 }
 
 int pthread_mutex_lock(pthread_mutex_t* m) {
-  // The uncontended lock of a normal or adaptive mutex with no hooks: one
-  // compare-and-swap, in a frame that saves no callee-saved register.
-  if (__builtin_expect(IsPlainKind(m->__data.__kind) && g_lock_hooks == 0, 1) &&
+  // The uncontended lock of a normal or adaptive mutex with no hooks (or
+  // profiling alone): one compare-and-swap, in a frame that saves no
+  // callee-saved register.
+  if (__builtin_expect(IsPlainKind(m->__data.__kind) &&
+                           (g_lock_hooks & kLockHooks) == 0,
+                       1) &&
       __builtin_expect(MutexCore::LockFast(MutexWord(m)), 1)) {
     return 0;
   }

@@ -23,7 +23,7 @@ struct SinkState {
   bool per_pid = false;      // the path has %p
   bool too_long = false;     // a path was given that does not fit
 };
-SinkState g_sinks[2];
+SinkState g_sinks[3];
 pid_t g_start_pid = 0;
 // The executable's full path: dladdr names it by argv[0], which may be
 // relative to a directory the reader is not in.
@@ -63,9 +63,7 @@ bool ExpandPath(const char* tmpl, char* out, size_t size) {
   return true;
 }
 
-void WriteAll(int fd, absl::string_view text) {
-  const char* p = text.data();
-  size_t left = text.size();
+void WriteAll(int fd, const char* p, size_t left) {
   while (left > 0) {
     const ssize_t n = write(fd, p, left);
     if (n < 0 && errno == EINTR) continue;
@@ -75,10 +73,21 @@ void WriteAll(int fd, absl::string_view text) {
   }
 }
 
+void WriteAll(int fd, absl::string_view text) {
+  WriteAll(fd, text.data(), text.size());
+}
+
 // What the sink is called in a line about it.
 const char* SinkName(Sink sink) {
-  return sink == Sink::kStats ? "statistics report (PARKLOT_STATS)"
-                              : "diagnostic report (PARKLOT_REPORT)";
+  switch (sink) {
+    case Sink::kStats:
+      return "statistics report (PARKLOT_STATS)";
+    case Sink::kReport:
+      return "diagnostic report (PARKLOT_REPORT)";
+    case Sink::kProfile:
+      return "contention profile (PARKLOT_PROFILE)";
+  }
+  return "report";
 }
 
 // The one line on stderr that says a report was not written: which, where,
@@ -103,11 +112,12 @@ void SayNotWritten(Sink sink, const char* path, const char* step, int err) {
 // asks: never through a symbolic link in its last component (O_NOFOLLOW),
 // created private to the user (0600), never a terminal's controlling
 // device (O_NOCTTY), and only a regular file (a FIFO without a reader is
-// refused at once, O_NONBLOCK, rather than blocking the exit). Returns the
-// descriptor, or -1 with `*step` and errno saying what failed.
-int OpenReportFile(const char* path, const char** step) {
+// refused at once, O_NONBLOCK, rather than blocking the exit). `mode`:
+// O_APPEND (reports add up) or O_TRUNC (a file holds one profile). Returns
+// the descriptor, or -1 with `*step` and errno saying what failed.
+int OpenReportFile(const char* path, int mode, const char** step) {
   const int fd = open(path,
-                      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+                      O_WRONLY | O_CREAT | mode | O_CLOEXEC | O_NOFOLLOW |
                           O_NOCTTY | O_NONBLOCK,
                       0600);
   if (fd < 0) {
@@ -186,6 +196,7 @@ void InitReportSinks(const Config& config) {
   g_start_pid = getpid();
   SetPath(&StateOf(Sink::kStats), config.stats_path);
   SetPath(&StateOf(Sink::kReport), config.report_path);
+  SetPath(&StateOf(Sink::kProfile), config.profile_path);
   const ssize_t n = readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1);
   g_exe[n > 0 ? n : 0] = '\0';
   absl::InitializeSymbolizer("/proc/self/exe");
@@ -206,7 +217,7 @@ void WriteReport(Sink sink, absl::string_view text) {
     const char* step = "";
     if (!ExpandPath(s.path, path, sizeof(path))) {
       SayNotWritten(sink, s.path, "longer than PATH_MAX with %p expanded", 0);
-    } else if (const int fd = OpenReportFile(path, &step); fd < 0) {
+    } else if (const int fd = OpenReportFile(path, O_APPEND, &step); fd < 0) {
       SayNotWritten(sink, path, step, errno);
     } else {
       WriteAll(fd, text);
@@ -215,6 +226,102 @@ void WriteReport(Sink sink, absl::string_view text) {
   }
   errno = saved_errno;
 }
+
+ReportFile::ReportFile(Sink sink, const char* suffix) {
+  if (SecureMode()) return;  // as WriteReport
+  const int saved_errno = errno;
+  const SinkState& s = StateOf(sink);
+  char path[PATH_MAX];
+  const char* step = "";
+  const size_t suffix_len = strlen(suffix);
+  if (s.too_long) {
+    SayNotWritten(sink, "a path", "longer than PATH_MAX", 0);
+  } else if (s.path[0] == '\0') {
+    // No path, no profile: the configuration asks for one.
+  } else if (!ExpandPath(s.path, path, sizeof(path) - suffix_len)) {
+    SayNotWritten(sink, s.path, "longer than PATH_MAX with %p expanded", 0);
+  } else {
+    strcat(path, suffix);
+    fd_ = OpenReportFile(path, O_TRUNC, &step);
+    if (fd_ < 0) SayNotWritten(sink, path, step, errno);
+  }
+  errno = saved_errno;
+}
+
+ReportFile::~ReportFile() {
+  if (fd_ < 0) return;
+  const int saved_errno = errno;
+  Flush();
+  close(fd_);
+  errno = saved_errno;
+}
+
+void ReportFile::Flush() {
+  WriteAll(fd_, buf_, used_);
+  used_ = 0;
+}
+
+void ReportFile::Append(const char* data, size_t size) {
+  if (fd_ < 0) return;
+  while (size > 0) {
+    if (used_ == sizeof(buf_)) {
+      const int saved_errno = errno;
+      Flush();
+      errno = saved_errno;
+    }
+    const size_t n = size < sizeof(buf_) - used_ ? size : sizeof(buf_) - used_;
+    memcpy(buf_ + used_, data, n);
+    used_ += n;
+    data += n;
+    size -= n;
+  }
+}
+
+void ReportFile::Append(const char* text) { Append(text, strlen(text)); }
+
+void ReportFile::AppendDecimal(unsigned long long n) {
+  char digits[24];
+  size_t i = sizeof(digits);
+  do {
+    digits[--i] = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n != 0);
+  Append(digits + i, sizeof(digits) - i);
+}
+
+void ReportFile::AppendHex(unsigned long long n) {
+  char digits[24];
+  size_t i = sizeof(digits);
+  do {
+    digits[--i] = "0123456789abcdef"[n % 16];
+    n /= 16;
+  } while (n != 0);
+  digits[--i] = 'x';
+  digits[--i] = '0';
+  Append(digits + i, sizeof(digits) - i);
+}
+
+bool ReportFile::AppendFileContents(const char* path) {
+  if (fd_ < 0) return false;
+  const int saved_errno = errno;
+  const int in = open(path, O_RDONLY | O_CLOEXEC);
+  if (in < 0) {
+    errno = saved_errno;
+    return false;
+  }
+  char chunk[4096];
+  for (;;) {
+    const ssize_t n = read(in, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    Append(chunk, static_cast<size_t>(n));
+  }
+  close(in);
+  errno = saved_errno;
+  return true;
+}
+
+const char* ExecutablePath() { return g_exe; }
 
 bool ReportsAtUnderscoreExit(Sink sink) {
   return getpid() == g_start_pid || StateOf(sink).per_pid;

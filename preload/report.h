@@ -1,6 +1,7 @@
 // Where the shim's reports go, and how they name call sites. One sink for
-// the statistics (PARKLOT_STATS) and the diagnostic reports
-// (PARKLOT_DEADLOCK, to PARKLOT_REPORT): reports never go through stdio
+// the statistics (PARKLOT_STATS), the diagnostic reports (PARKLOT_DEADLOCK,
+// to PARKLOT_REPORT) and the contention profiles (PARKLOT_PROFILE,
+// preload/profile.h): reports never go through stdio
 // (no FILE lock, no buffer the program's output shares) and never change
 // what the program itself prints, when sent to a file.
 #ifndef PARKLOT_PRELOAD_REPORT_H_
@@ -13,9 +14,10 @@
 
 namespace parklot::preload {
 
-enum class Sink { kStats, kReport };
+enum class Sink { kStats, kReport, kProfile };
 
-// Fixes the sinks from `config` (stats_path, report_path): copies the path
+// Fixes the sinks from `config` (stats_path, report_path, profile_path):
+// copies the path
 // templates. Records the pid: later processes are fork children. Call
 // once, from the shim's constructor, before any report. Not thread-safe.
 //
@@ -41,10 +43,50 @@ void InitReportSinks(const Config& config);
 // Async-signal-safe; no allocation; any thread.
 void WriteReport(Sink sink, absl::string_view text);
 
+// A report too large to format in memory first (a contention profile),
+// written in pieces into `sink`'s file, its path with `suffix` appended
+// after the "%p" expansion: by the same rules as WriteReport's files
+// (O_NOFOLLOW, O_CLOEXEC, O_NOCTTY, mode 0600 when created, a regular file
+// only, one line on stderr when it cannot be written, nothing in secure
+// mode), except that the file is truncated, not appended to: a file holds
+// one profile, since two (two processes' address spaces) cannot be read as
+// one. A sink without a path writes nothing (a profile is never sent to
+// stderr). Buffered on the object (no allocation); errno is left as it
+// was. Async-signal-safe. One thread at a time per object.
+class ReportFile {
+ public:
+  ReportFile(Sink sink, const char* suffix);
+  ~ReportFile();
+  ReportFile(const ReportFile&) = delete;
+  ReportFile& operator=(const ReportFile&) = delete;
+
+  // Whether the file is open (false: nothing will be written).
+  bool ok() const { return fd_ >= 0; }
+  void Append(const char* data, size_t size);
+  void Append(const char* text);  // NUL-terminated
+  // `n` in decimal, or in hex with a "0x" prefix.
+  void AppendDecimal(unsigned long long n);
+  void AppendHex(unsigned long long n);
+  // Appends the whole of the file at `path` (such as /proc/self/maps, read
+  // in pieces as it is now); false if it could not be opened.
+  bool AppendFileContents(const char* path);
+
+ private:
+  void Flush();
+
+  int fd_ = -1;
+  size_t used_ = 0;
+  char buf_[4096];
+};
+
 // Whether a process leaving by _exit() reports to `sink`: the process the
 // shim started in does; a fork child only where the path has "%p" (it
 // asked for a file of its own). Async-signal-safe.
 bool ReportsAtUnderscoreExit(Sink sink);
+
+// The executable's full path (readlink of /proc/self/exe by
+// InitReportSinks; "" if it failed). Async-signal-safe.
+const char* ExecutablePath();
 
 // Writes into `buf` (NUL-terminated, cut to `size`) a readable name for the
 // call site whose return address is `pc`: "FUNCTION+0xOFF (MODULE+0xADDR)"

@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "preload/deadlock.h"
+#include "preload/profile.h"
 #include "preload/shim.h"
 #include "sync/shared_mutex.h"
 
@@ -65,23 +66,30 @@ LockMode ReadMode(const pthread_rwlock_t* rw) {
                                                  : LockMode::kRead;
 }
 
-// Under PARKLOT_DEADLOCK: takes `rw` as the lock-order graph and the
-// wait-for check see it: `try_lock()` first (0, EBUSY or an error), then,
-// if busy, slices of `lock(deadline)` (0 or an error). A try, not a lock
-// with a deadline in the past: that one spins, may claim the writer bit
-// and parks before it times out. Returns what the last call returned.
+// Under PARKLOT_DEADLOCK or PARKLOT_PROFILE: takes `rw` as the lock-order
+// graph and the wait-for check see it, and as the profile samples it:
+// `try_lock()` first (0, EBUSY or an error), then, if busy, `lock(d)`, in
+// slices under the detector (0 or an error). A try, not a lock with a
+// deadline in the past: that one spins, may claim the writer bit and parks
+// before it times out. Returns what the last call returned.
 template <typename Try, typename F>
-int Watched(pthread_rwlock_t* rw, LockMode mode, const Deadline& d,
-            const void* caller, Try try_lock, F lock) {
-  DeadlockBeforeLock(rw, mode, caller);
+int Hooked(pthread_rwlock_t* rw, LockMode mode, const Deadline& d,
+           const void* caller, Try try_lock, F lock) {
+  if (DeadlockOn()) DeadlockBeforeLock(rw, mode, caller);
   int rc = try_lock();
   if (rc == EBUSY) {
-    AcquireWatched(rw, mode, caller, d, [&rc, &lock](const Deadline& slice) {
-      rc = lock(slice);
-      return rc != ETIMEDOUT;
-    });
+    ProfileWait profiled(rw);
+    if (DeadlockOn()) {
+      AcquireWatched(rw, mode, caller, d, [&rc, &lock](const Deadline& slice) {
+        rc = lock(slice);
+        return rc != ETIMEDOUT;
+      });
+    } else {
+      rc = lock(d);
+    }
+    if (rc == 0) profiled.Acquired();
   }
-  if (rc == 0) DeadlockAcquired(rw, mode, caller);
+  if (rc == 0 && DeadlockOn()) DeadlockAcquired(rw, mode, caller);
   return rc;
 }
 
@@ -89,8 +97,8 @@ int Watched(pthread_rwlock_t* rw, LockMode mode, const Deadline& d,
 int RdLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
   if (StatsOn()) CountOp(Op::kRwlockLock);
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
-  if (DeadlockOn()) {
-    return Watched(
+  if ((g_lock_hooks & (kHookDeadlock | kHookProfile)) != 0) {
+    return Hooked(
         rw, ReadMode(rw), d, caller,
         [rw] { return Core::TryLockShared(Word(rw)); },
         [rw](const Deadline& dl) {
@@ -103,8 +111,8 @@ int RdLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
 int WrLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
   if (StatsOn()) CountOp(Op::kRwlockLock);
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
-  if (DeadlockOn()) {
-    return Watched(
+  if ((g_lock_hooks & (kHookDeadlock | kHookProfile)) != 0) {
+    return Hooked(
         rw, LockMode::kWrite, d, caller,
         [rw] { return Core::TryLock(Word(rw)); },
         [rw](const Deadline& dl) {
@@ -213,6 +221,7 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
   std::atomic<uint64_t>* word = Word(rw);
   if (Core::HeldExclusivelyByCurrentThread(word)) {
     if (DeadlockOn()) DeadlockReleased(rw);
+    if (ProfileOn()) ProfileRelease(rw);
     Core::Unlock(word);
     return 0;
   }
@@ -222,6 +231,7 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
   // and corrupts its reader count (README, differences from glibc).
   if (Core::ReaderCount(word) == 0) return EPERM;
   if (DeadlockOn()) DeadlockReleased(rw);
+  if (ProfileOn()) ProfileRelease(rw);
   Core::UnlockShared(word);
   return 0;
 }

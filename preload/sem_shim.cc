@@ -12,6 +12,7 @@
 #include <new>
 #include <type_traits>
 
+#include "preload/profile.h"
 #include "preload/shim.h"
 #include "runtime/parking_lot.h"
 #include "sync/semaphore.h"
@@ -45,10 +46,15 @@ int Fail(int err) {
 int Wait(sem_t* s, const Deadline& deadline) {
   if (StatsOn()) CountOp(Op::kSemWait);
   pthread_testcancel();
+  // Profiled: a unit taken at once was no contention; only a wait is.
+  if (ProfileOn() && View(s)->sem.TryAcquire()) return 0;
+  ProfileWait profiled(s);
   CancellationPoint cancellation_point;
   InterruptiblePark interruptible;
   const int rc = View(s)->sem.AcquireOrInterrupt(deadline);
-  return rc == 0 ? 0 : Fail(rc);
+  if (rc != 0) return Fail(rc);
+  profiled.Acquired();
+  return 0;
 }
 
 }  // namespace
@@ -110,6 +116,7 @@ int sem_trywait(sem_t* s) {
 int sem_post(sem_t* s) {
   if (!Ours(s)) return RealGlibc().sem_post(s);
   if (StatsOn()) CountOp(Op::kSemPost);
+  if (ProfileOn()) ProfileRelease(s);
   // After Release publishes the unit, a woken waiter may destroy and free
   // the semaphore; Release touches nothing of it past that point.
   return View(s)->sem.Release(1) ? 0 : Fail(EOVERFLOW);

@@ -171,10 +171,19 @@ inline constexpr uint8_t kHookDeadlock = 2;  // PARKLOT_DEADLOCK (deadlock.h)
 // Under Valgrind: every served name goes to glibc's own function
 // (surface.h).
 inline constexpr uint8_t kHookStepAside = PARKLOT_HOOK_STEP_ASIDE;
+inline constexpr uint8_t kHookProfile = 8;   // PARKLOT_PROFILE (profile.h)
+// The hooks an uncontended mutex lock runs (profiling samples contended
+// acquisitions only), and those a mutex unlock runs: one test of the byte
+// each, as for one hook. Stepping aside fails both fast paths.
+inline constexpr uint8_t kLockHooks =
+    kHookStats | kHookDeadlock | kHookStepAside;
+inline constexpr uint8_t kUnlockHooks =
+    kHookDeadlock | kHookProfile | kHookStepAside;
 extern uint8_t g_lock_hooks __asm__("parklot_lock_hooks")
     __attribute__((visibility("hidden")));
 inline bool StatsOn() { return (g_lock_hooks & kHookStats) != 0; }
 inline bool DeadlockOn() { return (g_lock_hooks & kHookDeadlock) != 0; }
+inline bool ProfileOn() { return (g_lock_hooks & kHookProfile) != 0; }
 // Whether the shim steps aside (the process runs under Valgrind). Fixed
 // for the process's life. Async-signal-safe; any time.
 inline bool SteppingAside() { return (g_lock_hooks & kHookStepAside) != 0; }

@@ -66,12 +66,15 @@ constexpr char kStatsRange[] =
     "1/0, true/false, yes/no, or a file path with a '/'";
 constexpr char kPathRange[] = "a file path with a '/'";
 constexpr char kDeadlockRange[] = "off, report or abort";
+static_assert(kMaxProfileRate == 1000000, "the text below states the range");
+constexpr char kProfileRateRange[] = "a whole number from 1 to 1000000";
 
 bool ValidBuckets(size_t n) { return n >= 1 && n <= kMaxTableBuckets; }
 // Written so that NaN fails.
 bool ValidLoadFactor(double f) { return f > 0 && f <= kMaxLoadFactor; }
 bool ValidSpinBudget(int n) { return n >= 0 && n <= kMaxSpinBudget; }
 bool ValidFairNs(int64_t ns) { return ns >= 0 && ns <= kMaxFairNs; }
+bool ValidProfileRate(int n) { return n >= 1 && n <= kMaxProfileRate; }
 
 const char* SpinName(SpinMode m) {
   switch (m) {
@@ -219,6 +222,24 @@ Config ConfigFromEnvironment() {
     }
   }
   ReadBool("PARKLOT_SYSCALL_FUTEX", &c.syscall_futex);
+  // A path only: a profile on stderr, mixed with the program's own output,
+  // is not something pprof can read.
+  if (const char* v = getenv("PARKLOT_PROFILE"); v != nullptr && v[0] != '\0') {
+    if (absl::string_view(v).find('/') != absl::string_view::npos) {
+      c.profile_path = v;
+    } else {
+      Reject("", "PARKLOT_PROFILE", v, kPathRange, "off");
+    }
+  }
+  if (const char* v = getenv("PARKLOT_PROFILE_RATE")) {
+    int n;
+    if (absl::SimpleAtoi(v, &n) && ValidProfileRate(n)) {
+      c.profile_rate = n;
+    } else {
+      Reject("", "PARKLOT_PROFILE_RATE", v, kProfileRateRange,
+             absl::AlphaNum(defaults.profile_rate).Piece());
+    }
+  }
   return c;
 }
 
@@ -280,6 +301,11 @@ int SanitizeConfig(Config* c) {
            "kOff, kReport or kAbort", DeadlockName(defaults.deadlock));
     c->deadlock = defaults.deadlock;
   }
+  if (!ValidProfileRate(c->profile_rate)) {
+    reject("profile_rate", absl::AlphaNum(c->profile_rate).Piece(),
+           kProfileRateRange, absl::AlphaNum(defaults.profile_rate).Piece());
+    c->profile_rate = defaults.profile_rate;
+  }
   return replaced;
 }
 
@@ -327,6 +353,9 @@ std::string DescribeConfig(const Config& c) {
                       c.syscall_futex ? " syscall_futex=1" : "",
                       c.deadlock != DeadlockMode::kOff
                           ? absl::StrCat(" deadlock=", DeadlockName(c.deadlock))
+                          : std::string(),
+                      c.profile_path != nullptr
+                          ? absl::StrCat(" profile_rate=", c.profile_rate)
                           : std::string());
 }
 

@@ -23,6 +23,13 @@
 //   PARKLOT_DEADLOCK     off | report | abort: the shim's lock-order cycle
 //                        and deadlock detection (preload/deadlock.h)
 //                                                         default off
+//   PARKLOT_PROFILE      a path with a '/' (%p = the pid): the shim's
+//                        contention profiles go there (where threads
+//                        waited) and to PATH.holders (whose unlocks ended
+//                        the waits), read by google-pprof (preload/profile.h)
+//                                                         default off
+//   PARKLOT_PROFILE_RATE 1..1000000: on average 1 in this many contended
+//                        acquisitions is sampled           default 100
 //   PARKLOT_SYSCALL_FUTEX 1 = the shim also serves private
 //                        syscall(SYS_futex, ...) waits and wakes
 //   (the two switches take 1/0, true/false, yes/no, t/f, y/n; default 0)
@@ -52,6 +59,7 @@ namespace parklot {
 inline constexpr double kMaxLoadFactor = 1024;
 inline constexpr int kMaxSpinBudget = 64;
 inline constexpr int64_t kMaxFairNs = 60'000'000'000;  // 60 s
+inline constexpr int kMaxProfileRate = 1'000'000;
 
 enum class SpinMode { kAdaptive, kOff, kFixed };
 
@@ -76,6 +84,12 @@ struct Config {
   // PARKLOT_REPORT=PATH: where diagnostic reports go (nullptr: stderr).
   const char* report_path = nullptr;
   DeadlockMode deadlock = DeadlockMode::kOff;
+  // PARKLOT_PROFILE=PATH: where the contention profiles go (nullptr:
+  // profiling off). Points into the environment; "%p" stands for the pid.
+  const char* profile_path = nullptr;
+  // PARKLOT_PROFILE_RATE: on average 1 in this many contended acquisitions
+  // is sampled, 1..kMaxProfileRate.
+  int profile_rate = 100;
 };
 
 // True in a secure-mode process: getauxval(AT_SECURE) is nonzero, i.e. the
@@ -111,8 +125,8 @@ const Config& GetConfig();
 bool SetConfig(const Config& config);
 
 // One line describing `config`, e.g. "policy=adaptive buckets=16 ...".
-// " syscall_futex=1" and " deadlock=report|abort" end it only when those
-// knobs are on.
+// " syscall_futex=1", " deadlock=report|abort" and " profile_rate=N" end
+// it only when those knobs are on.
 std::string DescribeConfig(const Config& config);
 
 }  // namespace parklot

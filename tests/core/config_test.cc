@@ -30,7 +30,8 @@ const char* const kVars[] = {"PARKLOT_POLICY",      "PARKLOT_BUCKETS",
                              "PARKLOT_MAX_BUCKETS", "PARKLOT_LOAD_FACTOR",
                              "PARKLOT_SPIN",        "PARKLOT_FAIR_NS",
                              "PARKLOT_STATS",       "PARKLOT_SYSCALL_FUTEX",
-                             "PARKLOT_REPORT",      "PARKLOT_DEADLOCK"};
+                             "PARKLOT_REPORT",      "PARKLOT_DEADLOCK",
+                             "PARKLOT_PROFILE",     "PARKLOT_PROFILE_RATE"};
 
 // Runs `fn` with stderr (fd 2) sent to a temporary file; returns what was
 // written to it.
@@ -350,6 +351,30 @@ TEST_F(ConfigEnv, ReportPathsAndDeadlockMode) {
   }
 }
 
+// PARKLOT_PROFILE takes a path only (a profile on stderr cannot be read
+// back); PARKLOT_PROFILE_RATE 1..1000000.
+TEST_F(ConfigEnv, ProfilePathAndRate) {
+  EXPECT_EQ(ConfigFromEnvironment().profile_path, nullptr);
+  EXPECT_EQ(ConfigFromEnvironment().profile_rate, 100);
+  Config c = With("PARKLOT_PROFILE", "./prof.%p");
+  ASSERT_NE(c.profile_path, nullptr);
+  EXPECT_STREQ(c.profile_path, "./prof.%p");
+  EXPECT_FALSE(c.stats);
+  for (const char* bad : {"1", "prof.out", "yes"}) {
+    ExpectRejected("PARKLOT_PROFILE", bad, "off", [](const Config& c) {
+      EXPECT_EQ(c.profile_path, nullptr);
+    });
+  }
+  EXPECT_EQ(With("PARKLOT_PROFILE_RATE", "1").profile_rate, 1);
+  EXPECT_EQ(With("PARKLOT_PROFILE_RATE", "1000000").profile_rate,
+            kMaxProfileRate);
+  for (const char* bad : {"0", "-1", "1000001", "4294967297", "often", ""}) {
+    ExpectRejected("PARKLOT_PROFILE_RATE", bad, "100", [](const Config& c) {
+      EXPECT_EQ(c.profile_rate, 100);
+    });
+  }
+}
+
 // The warning stays one line whatever the value holds.
 TEST_F(ConfigEnv, TheReportIsOneLineForAnyValue) {
   ExpectRejected("PARKLOT_BUCKETS", "12\n34\r\x1b[2J", "12?34??[2J", "16",
@@ -445,6 +470,11 @@ TEST(SanitizeConfig, EachBadFieldGetsItsDefault) {
       {"table.policy=",
        [](Config* c) { c->table.policy = static_cast<GrowthPolicy>(9); },
        [&](const Config& c) { return c.table.policy == d.table.policy; }});
+  for (int r : {0, -1, kMaxProfileRate + 1}) {
+    cases.push_back(
+        {"profile_rate=", [r](Config* c) { c->profile_rate = r; },
+         [&](const Config& c) { return c.profile_rate == d.profile_rate; }});
+  }
   cases.push_back(
       {"spin=", [](Config* c) { c->spin = static_cast<SpinMode>(7); },
        [&](const Config& c) { return c.spin == d.spin; }});
@@ -527,6 +557,10 @@ TEST(DescribeConfig, NamesEveryKnob) {
   EXPECT_NE(d.find("stats=1"), std::string::npos) << d;
   c.spin = SpinMode::kOff;
   EXPECT_NE(DescribeConfig(c).find("spin=off"), std::string::npos);
+  EXPECT_EQ(DescribeConfig(c).find("profile"), std::string::npos);
+  c.profile_path = "./prof";
+  c.profile_rate = 7;
+  EXPECT_NE(DescribeConfig(c).find(" profile_rate=7"), std::string::npos);
 }
 
 }  // namespace

@@ -17,6 +17,10 @@ static void* report_worker(void* arg) {
   for (int i = 0; i < 20000; ++i) {
     pthread_mutex_lock(&g_report_a);
     ++g_report_count;
+    /* About a microsecond held: the four threads' loops overlap and meet
+     * at the lock (with a bare increment one thread often ran alone). */
+    for (volatile int k = 0; k < 200; ++k) {
+    }
     pthread_mutex_unlock(&g_report_a);
   }
   return NULL;

@@ -67,20 +67,22 @@ quiet() {
 }
 
 knobs=(PARKLOT_POLICY=fixed:1 PARKLOT_SPIN=off PARKLOT_DEADLOCK=report
-       PARKLOT_SYSCALL_FUTEX=1)
+       PARKLOT_SYSCALL_FUTEX=1 PARKLOT_PROFILE_RATE=1)
 attack files "$top/bin/setuid_prog" "${knobs[@]}" \
-  PARKLOT_STATS="$top/rootonly/stats" PARKLOT_REPORT="$top/home/link"
+  PARKLOT_STATS="$top/rootonly/stats" PARKLOT_REPORT="$top/home/link" \
+  PARKLOT_PROFILE="$top/rootonly/profile"
 grep -q '^shim=1 secure=1 ruid=65534 euid=0 ' "$top/files.out" ||
   fail "files: not a secure-mode process with the shim loaded"
 grep -q 'policy=adaptive .*spin=adaptive' "$top/files.out" ||
   fail "files: a PARKLOT_* knob was honoured in secure mode"
-grep -q 'syscall_futex\|deadlock=' "$top/files.out" &&
-  fail "files: PARKLOT_SYSCALL_FUTEX or PARKLOT_DEADLOCK honoured in secure mode"
+grep -q 'syscall_futex\|deadlock=\|profile' "$top/files.out" &&
+  fail "files: PARKLOT_SYSCALL_FUTEX, PARKLOT_DEADLOCK or PARKLOT_PROFILE honoured in secure mode"
 quiet files
 root_only_untouched files
 
 attack links "$top/bin/setuid_prog" PARKLOT_STATS="$top/home/link" \
-  PARKLOT_REPORT="$top/home/dangling" PARKLOT_DEADLOCK=report
+  PARKLOT_REPORT="$top/home/dangling" PARKLOT_DEADLOCK=report \
+  PARKLOT_PROFILE="$top/home/link" PARKLOT_PROFILE_RATE=1
 quiet links
 root_only_untouched links
 
@@ -108,12 +110,16 @@ done
 # so the checks above can fail; the file is created private (0600) even
 # under umask 000.
 attack control "$top/bin/plain_prog" PARKLOT_POLICY=fixed:1 \
-  PARKLOT_STATS="$top/home/stats"
+  PARKLOT_STATS="$top/home/stats" PARKLOT_PROFILE="$top/home/profile" \
+  PARKLOT_PROFILE_RATE=1
 grep -q '^shim=1 secure=0 ruid=65534 euid=65534 .*policy=fixed:1' "$top/control.out" ||
   fail "control: the knobs were not honoured outside secure mode"
 [ -s "$top/home/stats" ] || fail "control: no statistics report written"
 mode=$(stat -c '%a %U' "$top/home/stats" 2>/dev/null)
 [ "$mode" = "600 nobody" ] || fail "control: report file is '$mode', want '600 nobody'"
+[ -s "$top/home/profile" ] || fail "control: no contention profile written"
+mode=$(stat -c '%a %U' "$top/home/profile" 2>/dev/null)
+[ "$mode" = "600 nobody" ] || fail "control: profile file is '$mode', want '600 nobody'"
 
 [ "$status" -eq 0 ] && echo PASS
 exit "$status"

@@ -1,0 +1,535 @@
+// PARKLOT_PROFILE: the contention profiles (profile.h says what they
+// hold and how the two views meet).
+//
+// Lock paths here allocate nothing and take no lock: the tables are
+// mapped once by EnableProfile, entries are claimed by compare-and-swap,
+// figures are atomic adds. Stacks come from libgcc's unwinder
+// (_Unwind_Backtrace), which reads the DWARF call frame information every
+// Debian object carries: most of Debian's programs and libraries are built
+// without frame pointers, and a frame-pointer walk through them stops at
+// the first such frame or follows garbage. Against glibc 2.35 and later
+// (Debian 12's libgcc_s) the unwinder finds each object's unwind table
+// through _dl_find_object, which takes no lock and is async-signal-safe;
+// it takes a mutex of its own only in programs that register frames by
+// hand (__register_frame_info, JIT compilers), and that mutex's lock path
+// here is not profiled (t_walking).
+#include "preload/profile.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include "hash/anon_mmap.h"
+#include "hash/fibonacci_hash.h"
+#include "preload/report.h"
+#include "runtime/deadline.h"
+
+namespace parklot::preload {
+
+std::atomic<uint32_t> g_profile_waits{0};
+
+namespace {
+
+// --- The stack table -------------------------------------------------------
+
+// Frames kept per stack, the innermost first; deeper stacks lose their
+// outermost frames.
+constexpr int kMaxDepth = 32;
+constexpr unsigned kStackBits = 12;
+constexpr uint32_t kStacks = 1u << kStackBits;
+// An insertion probes this many entries past its hash's before it drops
+// the stack: a full table costs a bounded walk, not a scan.
+constexpr uint32_t kStackProbes = 32;
+constexpr uint64_t kStackFree = 0;
+constexpr uint64_t kStackBeingWritten = 1;
+
+// One distinct stack and what the two views charge to it. `hash` is
+// kStackFree, kStackBeingWritten, or the stack's hash (never 0 or 1) once
+// `depth` and `pc` are written: readers compare them only after seeing it.
+struct alignas(64) StackEntry {
+  std::atomic<uint64_t> hash;
+  uint32_t depth;
+  uintptr_t pc[kMaxDepth];  // return addresses
+  std::atomic<uint64_t> waits, wait_ns;  // as a waiter's stack
+  std::atomic<uint64_t> woke, woke_ns;   // as the stack of a release
+};
+
+// --- The slot table --------------------------------------------------------
+
+// One claim per lock address with sampled waiters: `key` is the address
+// and, in its top 16 bits, how many sampled waiters wait for it (0: a free
+// slot); `holder` is the address and, in its top 16 bits, 1 + the stack
+// table index of the last release that recorded its stack for it (0: that
+// release's stack was not stored); `recorded_ns` is when that release
+// recorded (0: a waiter claimed since, and the next release records).
+// User addresses fit in 48 bits (x86-64's 4-level paging; a lock above,
+// possible only with 5-level paging and an explicit hint, is sampled
+// without its holder).
+constexpr int kCountShift = 48;
+constexpr uint64_t kAddressMask = (uint64_t{1} << kCountShift) - 1;
+constexpr uint64_t kOneWaiter = uint64_t{1} << kCountShift;
+static_assert(kStacks < 0xffff, "a stack index + 1 fits 16 bits");
+struct alignas(32) Slot {
+  std::atomic<uint64_t> key;
+  std::atomic<uint64_t> holder;
+  std::atomic<int64_t> recorded_ns;
+};
+// A lookup reads one group, one cache line; at most this many locks with
+// sampled waiters at once hash to a group before a claim is dropped.
+constexpr unsigned kSlotGroupBits = 10;
+constexpr uint32_t kSlotsPerGroup = 2;
+constexpr uint32_t kSlots = (1u << kSlotGroupBits) * kSlotsPerGroup;
+static_assert(sizeof(Slot) * kSlotsPerGroup == 64, "a group is a cache line");
+
+// While a sampled waiter waits, a release records its stack if it is the
+// first since a waiter claimed, or if none recorded for the lock in this
+// long: a waiter parked through thousands of short critical sections
+// (threads outnumbering CPUs) would otherwise have each of them walk its
+// stack, 1-2 us apiece, inside the critical section. So the release a wait
+// is charged to is the one that let the waiter in, or one of the same lock
+// at most this long before it.
+constexpr int64_t kRecordEveryNs = 50000;
+
+// What did not make it into the files, and how many sampled waits did.
+struct alignas(64) Counts {
+  std::atomic<uint64_t> sampled;        // sampled waits that acquired
+  std::atomic<uint64_t> no_stack;       // ... whose waiter stack was lost
+  std::atomic<uint64_t> no_holder;      // ... whose holder stack was lost
+  std::atomic<uint64_t> stacks_full;    // stacks not stored: no room
+  std::atomic<uint64_t> slots_full;     // sampled waits without a slot
+  std::atomic<uint64_t> release_walks;  // stacks walked by releases
+};
+
+StackEntry* g_stacks = nullptr;  // kStacks
+Slot* g_slots = nullptr;         // kSlots, in groups of kSlotsPerGroup
+Counts* g_counts = nullptr;
+uint32_t g_rate = 1;
+// The shim's own code: frames there are left out of the stacks, so that a
+// stack starts at the program's call of pthread_mutex_lock (or unlock).
+uintptr_t g_shim_begin = 0;
+uintptr_t g_shim_end = 0;
+
+// --- This thread -------------------------------------------------------------
+
+// This thread's sampled wait in progress, if any. One at a time: a wait in
+// a signal handler that interrupted a sampled wait is not sampled. A wait
+// left by siglongjmp from a handler never finishes; `frame` (an address in
+// the frame that began it) tells the next sampled wait that it is gone (it
+// was deeper in the stack), and that one releases its claim.
+struct ThreadClaim {
+  uint64_t number;  // 0: none
+  uintptr_t lock;
+  int32_t slot;     // -1: no slot (the holder is not tracked)
+  uintptr_t frame;
+};
+constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadClaim
+    t_claim;
+constinit __attribute__((tls_model("initial-exec"))) thread_local uint64_t
+    t_claims;
+// Contended acquisitions until this thread's next sample (0: not drawn).
+constinit __attribute__((tls_model("initial-exec"))) thread_local uint32_t
+    t_countdown;
+constinit __attribute__((tls_model("initial-exec"))) thread_local uint64_t
+    t_rng;
+// Inside this file's stack walk or claim bookkeeping: a lock taken there
+// (the unwinder's own mutex) or by a signal handler meanwhile is not
+// profiled, which also keeps the walk from re-entering itself.
+constinit __attribute__((tls_model("initial-exec"))) thread_local bool
+    t_walking;
+
+// xorshift64*: a few cycles, per thread, no shared state.
+uint64_t NextRandom() {
+  uint64_t x = t_rng;
+  if (x == 0) {
+    x = FibonacciMix(reinterpret_cast<uintptr_t>(&t_rng) ^
+                     static_cast<uint64_t>(MonotonicNanos())) |
+        1;
+  }
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  t_rng = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+// Whether this contended acquisition is sampled: on average 1 in g_rate.
+bool DrawSample() {
+  const auto draw = [] {
+    return 1 + static_cast<uint32_t>(NextRandom() % (2 * uint64_t{g_rate} - 1));
+  };
+  if (t_countdown == 0) t_countdown = draw();
+  if (--t_countdown != 0) return false;
+  t_countdown = draw();
+  return true;
+}
+
+// --- Stacks ----------------------------------------------------------------
+
+struct Walk {
+  uintptr_t pc[kMaxDepth];
+  int depth = 0;
+};
+
+_Unwind_Reason_Code CollectFrame(struct _Unwind_Context* context, void* arg) {
+  Walk* w = static_cast<Walk*>(arg);
+  int before_insn = 0;
+  uintptr_t pc = _Unwind_GetIPInfo(context, &before_insn);
+  if (pc == 0) return _URC_END_OF_STACK;
+  // The shim's frames on top (this walk, the entry point) are not the
+  // program's: the stack starts below them.
+  if (w->depth == 0 && pc >= g_shim_begin && pc < g_shim_end) {
+    return _URC_NO_REASON;
+  }
+  // A signal frame's pc is the interrupted instruction, not a return
+  // address: stored as one past it, so that every entry reads as a return
+  // address (the file gives the first less one, pprof the others).
+  if (before_insn) ++pc;
+  w->pc[w->depth++] = pc;
+  return w->depth == kMaxDepth ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+uint64_t HashOf(const Walk& w) {
+  uint64_t h = static_cast<uint64_t>(w.depth);
+  for (int i = 0; i < w.depth; ++i) h = FibonacciMix(h ^ w.pc[i]) ^ (h >> 29);
+  return h > kStackBeingWritten ? h : h + 2;
+}
+
+// The index of `w` in the stack table, inserted if new; -1 if the table
+// has no room near its hash (counted).
+int32_t Intern(const Walk& w) {
+  const uint64_t h = HashOf(w);
+  const uint32_t start = static_cast<uint32_t>(h >> (64 - kStackBits));
+  for (uint32_t probe = 0; probe < kStackProbes; ++probe) {
+    const uint32_t i = (start + probe) & (kStacks - 1);
+    StackEntry& e = g_stacks[i];
+    uint64_t cur = e.hash.load(std::memory_order_acquire);
+    if (cur == kStackFree &&
+        e.hash.compare_exchange_strong(cur, kStackBeingWritten,
+                                       std::memory_order_acquire)) {
+      e.depth = static_cast<uint32_t>(w.depth);
+      memcpy(e.pc, w.pc, sizeof(uintptr_t) * static_cast<size_t>(w.depth));
+      e.hash.store(h, std::memory_order_release);
+      return static_cast<int32_t>(i);
+    }
+    // An entry being written is passed by: the same stack may then get a
+    // second entry, which pprof adds up with the first.
+    if (cur == h && e.depth == static_cast<uint32_t>(w.depth) &&
+        memcmp(e.pc, w.pc, sizeof(uintptr_t) * static_cast<size_t>(w.depth)) ==
+            0) {
+      return static_cast<int32_t>(i);
+    }
+  }
+  g_counts->stacks_full.fetch_add(1, std::memory_order_relaxed);
+  return -1;
+}
+
+// The calling thread's stack below the shim, interned; -1 if none (an
+// unwinder that found no frame, a full table). Called with t_walking set.
+__attribute__((noinline)) int32_t CurrentStack() {
+  Walk w;
+  _Unwind_Backtrace(CollectFrame, &w);
+  return w.depth == 0 ? -1 : Intern(w);
+}
+
+// --- Slots -----------------------------------------------------------------
+
+Slot* GroupOf(uintptr_t lock) {
+  return &g_slots[FibonacciHash(lock, kSlotGroupBits) * kSlotsPerGroup];
+}
+
+// Claims `lock`'s slot for one more sampled waiter; the slot's index, or
+// -1 if its group is full (counted).
+int32_t Claim(uintptr_t lock) {
+  if (lock > kAddressMask) return -1;
+  Slot* group = GroupOf(lock);
+  for (uint32_t i = 0; i < kSlotsPerGroup; ++i) {
+    uint64_t k = group[i].key.load(std::memory_order_relaxed);
+    for (;;) {
+      const bool mine = (k & kAddressMask) == lock && k != 0;
+      if (k != 0 && !mine) break;  // another lock's: the next slot
+      if (mine && (k >> kCountShift) == 0xffff) break;
+      const uint64_t want = k == 0 ? lock | kOneWaiter : k + kOneWaiter;
+      if (group[i].key.compare_exchange_weak(k, want,
+                                             std::memory_order_acq_rel)) {
+        // The next release records, whenever the last one did.
+        group[i].recorded_ns.store(0, std::memory_order_relaxed);
+        return static_cast<int32_t>(&group[i] - g_slots);
+      }
+    }
+  }
+  g_counts->slots_full.fetch_add(1, std::memory_order_relaxed);
+  return -1;
+}
+
+// Gives back one claim on `slot` for `lock`. A slot that no longer holds
+// the claim (a fork child's reset) is left alone.
+void Unclaim(int32_t slot, uintptr_t lock) {
+  std::atomic<uint64_t>& key = g_slots[slot].key;
+  uint64_t k = key.load(std::memory_order_relaxed);
+  for (;;) {
+    if ((k & kAddressMask) != lock || (k >> kCountShift) == 0) return;
+    const uint64_t rest = (k >> kCountShift) == 1 ? 0 : k - kOneWaiter;
+    if (key.compare_exchange_weak(k, rest, std::memory_order_acq_rel)) return;
+  }
+}
+
+// Ends this thread's claim, whoever's frame it was (the caller's copy of
+// it is then stale). First marks it ended, so that a signal handler's wait
+// meanwhile sees none.
+void ReleaseClaim() {
+  const ThreadClaim c = t_claim;
+  t_claim.number = 0;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (c.slot >= 0) Unclaim(c.slot, c.lock);
+  uint32_t n = g_profile_waits.load(std::memory_order_relaxed);
+  while (n != 0 && !g_profile_waits.compare_exchange_weak(
+                       n, n - 1, std::memory_order_relaxed)) {
+  }
+}
+
+// --- Writing -----------------------------------------------------------------
+
+void WriteView(bool holders) {
+  ReportFile f(Sink::kProfile, holders ? ".holders" : "");
+  if (!f.ok()) return;
+  const Counts& c = *g_counts;
+  const uint64_t sampled = c.sampled.load(std::memory_order_relaxed);
+  const uint64_t lost = (holders ? c.no_holder : c.no_stack)
+                            .load(std::memory_order_relaxed);
+  // The header google-pprof's ReadSynchProfile and Go's parseContention
+  // both accept: delays in ns (1e9 "cycles" a second), each row to be
+  // multiplied by the sampling period; no attribute but these (Go's
+  // parser refuses others). Comments start with '#'.
+  f.Append("--- contention:\ncycles/second=1000000000\nsampling period=");
+  f.AppendDecimal(g_rate);
+  f.Append("\ndiscarded samples=");
+  f.AppendDecimal(lost);
+  f.Append("\n# parklot contention profile, pid ");
+  f.AppendDecimal(static_cast<unsigned long long>(getpid()));
+  f.Append(holders
+               ? ": who made threads wait (the stack of the release that "
+                 "ended a sampled wait; delay: that wait, ns)\n"
+               : ": where threads waited (the waiter's stack at a contended "
+                 "acquisition; delay: its wait, ns)\n");
+  f.Append("# program: ");
+  f.Append(ExecutablePath());
+  f.Append("\n# ");
+  f.AppendDecimal(sampled);
+  f.Append(" sampled waits, 1 in ");
+  f.AppendDecimal(g_rate);
+  f.Append(" contended acquisitions on average; discarded: ");
+  f.AppendDecimal(lost);
+  f.Append(holders ? " whose release left no stack" : " without a stack");
+  f.Append(" (stack table full: ");
+  f.AppendDecimal(c.stacks_full.load(std::memory_order_relaxed));
+  f.Append(" stacks; slot table full: ");
+  f.AppendDecimal(c.slots_full.load(std::memory_order_relaxed));
+  f.Append(" waits); ");
+  f.AppendDecimal(c.release_walks.load(std::memory_order_relaxed));
+  f.Append(" release stacks walked\n");
+  for (uint32_t i = 0; i < kStacks; ++i) {
+    const StackEntry& e = g_stacks[i];
+    if (e.hash.load(std::memory_order_acquire) <= kStackBeingWritten) continue;
+    const uint64_t count = (holders ? e.woke : e.waits).load();
+    if (count == 0) continue;
+    f.AppendDecimal((holders ? e.woke_ns : e.wait_ns).load());
+    f.Append(" ");
+    f.AppendDecimal(count);
+    f.Append(" @");
+    for (uint32_t d = 0; d < e.depth; ++d) {
+      f.Append(" ");
+      // The innermost return address less one, inside its call: pprof
+      // takes the first address as it is and the others less one.
+      f.AppendHex(d == 0 ? e.pc[0] - 1 : e.pc[d]);
+    }
+    f.Append("\n");
+  }
+  // The address space as it is now, which places every pc in its object;
+  // the sentinel line ends the rows for Go's parser and is a line
+  // google-pprof ignores.
+  f.Append("--- Memory map: ---\n");
+  f.AppendFileContents("/proc/self/maps");
+}
+
+// Finds the range of the object whose code holds the probe address.
+struct ShimRange {
+  uintptr_t probe, begin, end;
+};
+int FindShim(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* r = static_cast<ShimRange*>(arg);
+  uintptr_t begin = UINTPTR_MAX, end = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    const uintptr_t b = info->dlpi_addr + ph.p_vaddr;
+    if (b < begin) begin = b;
+    if (b + ph.p_memsz > end) end = b + ph.p_memsz;
+  }
+  if (r->probe < begin || r->probe >= end) return 0;
+  r->begin = begin;
+  r->end = end;
+  return 1;
+}
+
+}  // namespace
+
+void EnableProfile(const Config& config) {
+  constexpr size_t stacks = kStacks * sizeof(StackEntry);
+  constexpr size_t slots = kSlots * sizeof(Slot);
+  constexpr size_t bytes = stacks + slots + sizeof(Counts);
+  // No reserve: most of the stack table stays untouched.
+  void* p = MapAnonymous(bytes, /*reserve=*/false);
+  if (p == nullptr) {
+    static const char kLine[] =
+        "parklot: no memory for the contention profile tables; "
+        "PARKLOT_PROFILE is off\n";
+    const ssize_t w = write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
+    (void)w;
+    return;
+  }
+  char* base = static_cast<char*>(p);
+  g_stacks = reinterpret_cast<StackEntry*>(base);
+  g_slots = reinterpret_cast<Slot*>(base + stacks);
+  g_counts = reinterpret_cast<Counts*>(base + stacks + slots);
+  g_rate = static_cast<uint32_t>(config.profile_rate);
+  ShimRange r{reinterpret_cast<uintptr_t>(&EnableProfile), 0, 0};
+  dl_iterate_phdr(FindShim, &r);
+  g_shim_begin = r.begin;
+  g_shim_end = r.end;
+  g_lock_hooks |= kHookProfile;
+}
+
+void ProfileWait::Begin(const void* lock) {
+  if (t_walking || !DrawSample()) return;
+  const auto key = reinterpret_cast<uintptr_t>(lock);
+  const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (t_claim.number != 0) {
+    // A sampled wait of this thread has not finished. Its frame above
+    // this one: this wait is in a signal handler that interrupted it, and
+    // is not sampled. Below: it was left by siglongjmp, and is over.
+    if (t_claim.frame > frame) return;
+    ReleaseClaim();
+  }
+  t_walking = true;
+  stack_ = CurrentStack();
+  const int32_t slot = Claim(key);
+  t_walking = false;
+  lock_ = key;
+  claim_ = ++t_claims;
+  t_claim.lock = key;
+  t_claim.slot = slot;
+  t_claim.frame = frame;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_claim.number = claim_;
+  // Before the wait begins: a release that sees this count looks for the
+  // claim, which is already in its slot.
+  g_profile_waits.fetch_add(1, std::memory_order_acq_rel);
+  start_ns_ = MonotonicNanos();
+}
+
+void ProfileWait::Finish(bool acquired) {
+  const uint64_t claim = claim_;
+  claim_ = 0;
+  // Released already (taken for a wait left by siglongjmp): not this
+  // thread's wait in progress any more.
+  if (t_claim.number != claim) return;
+  const int64_t delay = MonotonicNanos() - start_ns_;
+  if (acquired && delay > 0) {
+    const auto ns = static_cast<uint64_t>(delay);
+    Counts& c = *g_counts;
+    c.sampled.fetch_add(1, std::memory_order_relaxed);
+    if (stack_ >= 0) {
+      g_stacks[stack_].waits.fetch_add(1, std::memory_order_relaxed);
+      g_stacks[stack_].wait_ns.fetch_add(ns, std::memory_order_relaxed);
+    } else {
+      c.no_stack.fetch_add(1, std::memory_order_relaxed);
+    }
+    // The last release that recorded for this lock: the one that let this
+    // thread in (its store preceded the release this acquisition read).
+    const int32_t slot = t_claim.slot;
+    const uint64_t h =
+        slot >= 0 ? g_slots[slot].holder.load(std::memory_order_acquire) : 0;
+    if (h != 0 && (h & kAddressMask) == lock_ && (h >> kCountShift) != 0) {
+      StackEntry& e = g_stacks[(h >> kCountShift) - 1];
+      e.woke.fetch_add(1, std::memory_order_relaxed);
+      e.woke_ns.fetch_add(ns, std::memory_order_relaxed);
+    } else {
+      c.no_holder.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  ReleaseClaim();
+}
+
+void ProfileReleaseSlow(const void* lock) {
+  const auto key = reinterpret_cast<uintptr_t>(lock);
+  if (t_walking || key > kAddressMask) return;
+  Slot* group = GroupOf(key);
+  for (uint32_t i = 0; i < kSlotsPerGroup; ++i) {
+    const uint64_t k = group[i].key.load(std::memory_order_acquire);
+    if ((k & kAddressMask) != key || (k >> kCountShift) == 0) continue;
+    // One release at a time records (readers release concurrently), and
+    // not again within kRecordEveryNs unless a waiter claimed since.
+    int64_t last = group[i].recorded_ns.load(std::memory_order_relaxed);
+    const int64_t now = MonotonicNanos();
+    if ((last != 0 && now - last < kRecordEveryNs) ||
+        !group[i].recorded_ns.compare_exchange_strong(
+            last, now, std::memory_order_relaxed)) {
+      return;
+    }
+    t_walking = true;
+    const int32_t stack = CurrentStack();
+    t_walking = false;
+    g_counts->release_walks.fetch_add(1, std::memory_order_relaxed);
+    // Before the release itself: the waiter it lets in reads this after
+    // its acquisition. A stack that found no room is recorded as lost.
+    group[i].holder.store(key | static_cast<uint64_t>(stack + 1) << kCountShift,
+                          std::memory_order_release);
+    return;
+  }
+}
+
+void WriteProfiles() {
+  // A process that sampled no wait writes nothing: an empty profile says
+  // nothing, and a process that only runs another (timeout, a shell, a
+  // launcher), given the same path without %p, would replace that
+  // program's profile with its own empty one when it exits after it.
+  if (g_counts == nullptr ||
+      g_counts->sampled.load(std::memory_order_relaxed) == 0) {
+    return;
+  }
+  WriteView(false);
+  WriteView(true);
+}
+
+void ProfileResetInChild() {
+  if (g_counts == nullptr) return;
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    g_slots[i].key.store(0, std::memory_order_relaxed);
+    g_slots[i].holder.store(0, std::memory_order_relaxed);
+    g_slots[i].recorded_ns.store(0, std::memory_order_relaxed);
+  }
+  g_profile_waits.store(0, std::memory_order_relaxed);
+  // Only the entries that hold figures are written: the rest of the table
+  // stays shared with the parent, untouched.
+  for (uint32_t i = 0; i < kStacks; ++i) {
+    StackEntry& e = g_stacks[i];
+    if (e.waits.load(std::memory_order_relaxed) != 0 ||
+        e.woke.load(std::memory_order_relaxed) != 0) {
+      e.waits.store(0, std::memory_order_relaxed);
+      e.wait_ns.store(0, std::memory_order_relaxed);
+      e.woke.store(0, std::memory_order_relaxed);
+      e.woke_ns.store(0, std::memory_order_relaxed);
+    }
+  }
+  Counts& c = *g_counts;
+  c.sampled.store(0);
+  c.no_stack.store(0);
+  c.no_holder.store(0);
+  c.stacks_full.store(0);
+  c.slots_full.store(0);
+  c.release_walks.store(0);
+}
+
+}  // namespace parklot::preload
