@@ -596,11 +596,9 @@ void DeadlockWaiting(const void* lock, LockMode mode, const void* site) {
 
 Deadline DeadlockSlice(const Deadline& user, bool* is_user) {
   *is_user = false;
-  const Deadline check = Deadline::In(kDeadlockCheckAfter);
+  const Deadline check = Deadline::InNanos(kDeadlockCheckAfterNs);
   if (user.is_never()) return check;
-  const absl::Time now =
-      user.clock == CLOCK_REALTIME ? absl::Now() : MonotonicNow();
-  if (user.when - now <= kDeadlockCheckAfter) {
+  if (user.ns <= SaturatingAdd(ClockNanos(user.clock), kDeadlockCheckAfterNs)) {
     *is_user = true;
     return user;
   }

@@ -16,7 +16,7 @@
 // Destroying a lock, or initializing an address the graph knows, removes
 // its node: a recycled address makes no false cycle.
 //
-// Actual deadlocks: a thread parked on a lock for kDeadlockCheckAfter walks
+// Actual deadlocks: a thread parked on a lock for kDeadlockCheckAfterNs walks
 // the wait-for chain (the thread holding the lock it waits for, the lock
 // that one waits for, ...); a chain back to itself is printed once, with
 // each thread's wanted lock and call site and where it took the lock it
@@ -35,7 +35,6 @@
 
 #include <cstdint>
 
-#include "absl/time/time.h"
 #include "runtime/config.h"
 #include "runtime/deadline.h"
 
@@ -51,7 +50,7 @@ enum class LockMode : uint8_t {
 };
 
 // How long a thread waits for a lock before it checks for a deadlock.
-inline constexpr absl::Duration kDeadlockCheckAfter = absl::Seconds(1);
+inline constexpr int64_t kDeadlockCheckAfterNs = 1000000000;
 
 // Turns detection on (mmaps its tables; registers fork handlers; sets
 // kHookDeadlock in g_lock_hooks, shim.h: DeadlockOn()). Call once
@@ -82,14 +81,14 @@ void DeadlockForget(const void* lock);
 // Calling thread only; no malloc.
 void DeadlockWaiting(const void* lock, LockMode mode, const void* site);
 
-// Called by a thread that has waited kDeadlockCheckAfter for the lock it
+// Called by a thread that has waited kDeadlockCheckAfterNs for the lock it
 // marked with DeadlockWaiting: reports a wait-for cycle through it (once
 // per cycle; the report is formatted under the graph's spinlock) and, in
 // abort mode, calls abort(). Calling thread only; no malloc.
 void DeadlockCheckWait();
 
 // The deadline for the next slice of a wait that checks for deadlocks:
-// `user`, or kDeadlockCheckAfter from now if that is sooner. Sets
+// `user`, or kDeadlockCheckAfterNs from now if that is sooner. Sets
 // `*is_user` to whether it is `user`'s.
 Deadline DeadlockSlice(const Deadline& user, bool* is_user);
 

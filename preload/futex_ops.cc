@@ -11,12 +11,12 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "hash/futex.h"
 #include "preload/program_handler.h"
 #include "runtime/deadline.h"
@@ -384,8 +384,9 @@ bool Wait(uint32_t* uaddr, uint32_t val, const timespec* ts, bool relative,
   if (ts != nullptr) {
     if (relative) {
       // The kernel: an absolute CLOCK_MONOTONIC expiry taken at entry.
-      deadline = Deadline::Monotonic(MonotonicNow() +
-                                     absl::DurationFromTimespec(*ts));
+      // (kNever - 1 at most: a relative timeout is never "no deadline".)
+      deadline = Deadline::InNanos(
+          std::min(TimespecNanos(*ts), Deadline::kNever - 1));
     } else {
       deadline = Deadline::FromTimespec(
           *ts, realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC);

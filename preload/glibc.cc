@@ -128,7 +128,7 @@ Deadline ProgramDeadline(const struct timespec& ts, clockid_t clock,
   }
   struct timespec program, kernel;
   if (g_program_clock(clock, &program) != 0 || g_kernel_clock(clock, &kernel) != 0) return d;
-  return {d.when + (absl::TimeFromTimespec(kernel) - absl::TimeFromTimespec(program)), clock};
+  return d.Shifted(TimespecNanos(kernel) - TimespecNanos(program));
 }
 
 pid_t CurrentTid() {

@@ -299,11 +299,7 @@ bool SleepOnParker(ThreadData* td, const Deadline& deadline) {
   const struct timespec* tsp = nullptr;
   int op = FUTEX_WAIT_BITSET_PRIVATE;
   if (!deadline.is_never()) {
-    if (deadline.when <= absl::UnixEpoch()) {
-      ts = {0, 0};
-    } else {
-      ts = absl::ToTimespec(deadline.when);
-    }
+    ts = deadline.ToTimespec();
     tsp = &ts;
     if (deadline.clock == CLOCK_REALTIME) op |= FUTEX_CLOCK_REALTIME;
   }
