@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "absl/base/internal/raw_logging.h"
+#include "hash/text.h"
 #include "preload/shim.h"
 
 namespace parklot::preload {
@@ -40,7 +40,8 @@ void Resolve(F* out, const char* name, const char* version) {
   // condvar is glibc 2.2.5's incompatible one.
   void* p = dlvsym(RTLD_NEXT, name, version);
   if (p == nullptr) {
-    ABSL_RAW_LOG(FATAL, "parklot: glibc lacks %s@%s", name, version);
+    SayLine("parklot: glibc lacks %s@%s", name, version);
+    abort();
   }
   *out = reinterpret_cast<F>(p);
 }

@@ -1,10 +1,8 @@
 // The shim's start-up and exit.
 #include <stdlib.h>
-#include <string.h>
-
-#include <string>
 
 #include "hash/futex.h"
+#include "hash/text.h"
 #include "preload/deadlock.h"
 #include "preload/report.h"
 #include "preload/shim.h"
@@ -37,6 +35,9 @@ __attribute__((constructor)) void Init() {
   const Config& config = GetConfig();
   if (config.stats || config.deadlock != DeadlockMode::kOff) {
     InitReportSinks(config);
+    // Both name call sites with the diagnostics object's symbolizer; the
+    // detector is in it too. A plain run never loads it.
+    LoadDiagnostics();
   }
   if (config.deadlock != DeadlockMode::kOff) EnableDeadlockDetection(config);
   if (config.stats) {
@@ -74,12 +75,8 @@ __attribute__((visibility("default"))) int parklot_preload_active() {
 // `buf`; returns the full length (as snprintf does).
 __attribute__((visibility("default"))) size_t parklot_preload_describe(
     char* buf, size_t size) {
-  const std::string text = parklot::DescribeLot();
-  if (size != 0) {
-    const size_t n = text.size() < size ? text.size() : size - 1;
-    memcpy(buf, text.data(), n);
-    buf[n] = '\0';
-  }
-  return text.size();
+  parklot::TextBuffer text(buf, size);
+  parklot::DescribeLot(&text);
+  return text.wanted();
 }
 }

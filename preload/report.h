@@ -7,8 +7,8 @@
 #define PARKLOT_PRELOAD_REPORT_H_
 
 #include <cstddef>
+#include <string_view>
 
-#include "absl/strings/string_view.h"
 #include "runtime/config.h"
 
 namespace parklot::preload {
@@ -39,7 +39,7 @@ void InitReportSinks(const Config& config);
 // stderr saying which report, where, and why (errno's name). Writes nothing
 // in secure mode (SecureMode()). errno is left as it was.
 // Async-signal-safe; no allocation; any thread.
-void WriteReport(Sink sink, absl::string_view text);
+void WriteReport(Sink sink, std::string_view text);
 
 // Whether a process leaving by _exit() reports to `sink`: the process the
 // shim started in does; a fork child only where the path has "%p" (it
@@ -53,7 +53,9 @@ bool ReportsAtUnderscoreExit(Sink sink);
 // address as `addr2line -e MODULE 0xADDR` reads it (an offset into a
 // position-independent object, the address itself in a fixed-address
 // executable), so that stripped binaries with separate debug info resolve
-// too. Reads ELF files (Abseil's symbolizer, its own mmap arena): only when
+// too. FUNCTION comes from the diagnostics object's symbolizer (diag.h;
+// loaded under PARKLOT_STATS or PARKLOT_DEADLOCK), else only MODULE+0xADDR
+// is given. Reads ELF files (Abseil's symbolizer, its own mmap arena): only when
 // a report is written, which for a lock-order cycle or a deadlock is on
 // that lock's path (DeadlockBeforeLock, DeadlockCheckWait). No malloc. Any
 // thread.
