@@ -156,7 +156,8 @@ const Configuration* FindConfiguration(absl::string_view name) {
   GrowthPolicy parsed;
   size_t buckets = 0;
   if (!absl::ConsumePrefix(&policy, "parklot/") ||
-      !ParseGrowthPolicy(policy, &parsed, &buckets)) {
+      !ParseGrowthPolicy(std::string_view(policy.data(), policy.size()),
+                         &parsed, &buckets)) {
     return nullptr;
   }
   static auto* extra = new std::vector<std::unique_ptr<Configuration>>;

@@ -62,9 +62,10 @@ parklot_static_library = rule(
 
 # Abseil's pkg-config modules (Debian's libabsl-dev) parklot needs: public,
 # those whose headers parklot's headers include; private, the rest of what
-# libparklot's objects call (static linking only).
+# libparklot's objects call (static linking only): none since the runtime's
+# text and time need libc alone (hash/text.h, runtime/deadline.h).
 ABSL_PUBLIC = ["absl_base", "absl_core_headers", "absl_function_ref", "absl_strings", "absl_time"]
-ABSL_PRIVATE = ["absl_raw_logging_internal", "absl_str_format_internal"]
+ABSL_PRIVATE = []
 
 def _single_file(target):
     files = target[DefaultInfo].files.to_list()

@@ -6,13 +6,11 @@
 #include <cstdlib>
 #include <new>
 
-#include "absl/base/internal/raw_logging.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "hash/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
 #include "hash/futex.h"
 #include "hash/shared_tls.h"
+#include "hash/text.h"
 
 namespace parklot {
 
@@ -66,7 +64,7 @@ bool Bucket::FairTimeoutExpired(int64_t now_ns, int64_t mean_ns) {
   return armed;
 }
 
-bool ParseGrowthPolicy(absl::string_view text, GrowthPolicy* policy,
+bool ParseGrowthPolicy(std::string_view text, GrowthPolicy* policy,
                        size_t* fixed_buckets) {
   if (text == "threads") {
     *policy = GrowthPolicy::kThreads;
@@ -80,9 +78,10 @@ bool ParseGrowthPolicy(absl::string_view text, GrowthPolicy* policy,
     *policy = GrowthPolicy::kAdaptive;
     return true;
   }
-  if (absl::ConsumePrefix(&text, "fixed:")) {
-    size_t n = 0;
-    if (!absl::SimpleAtoi(text, &n) || n == 0 || n > kMaxTableBuckets) {
+  if (text.starts_with("fixed:")) {
+    text.remove_prefix(6);
+    uint64_t n = 0;
+    if (!ParseUnsigned(text, kMaxTableBuckets, &n) || n == 0) {
       return false;
     }
     *policy = GrowthPolicy::kFixed;

@@ -15,11 +15,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/string_view.h"
 #include "hash/bucket_lock.h"
 #include "hash/shared_tls.h"
 
@@ -165,7 +164,7 @@ inline constexpr size_t kMaxTableBuckets = size_t{1} << 30;
 // Parses "threads", "cpus", "adaptive", "fixed:N" (1 <= N <=
 // kMaxTableBuckets).
 // Returns false on malformed or out-of-range input.
-bool ParseGrowthPolicy(absl::string_view text, GrowthPolicy* policy,
+bool ParseGrowthPolicy(std::string_view text, GrowthPolicy* policy,
                        size_t* fixed_buckets);
 // "threads", "cpus", "fixed" or "adaptive".
 const char* GrowthPolicyName(GrowthPolicy policy);

@@ -1,5 +1,6 @@
-// PARKLOT_DEADLOCK: lock-order graph and wait-for checks (deadlock.h).
-#include "preload/deadlock.h"
+// PARKLOT_DEADLOCK: lock-order graph and wait-for checks (deadlock.h says
+// what they find). Part of the diagnostics object (diag.h): the shim's state
+// only through DiagHost.
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -17,10 +18,7 @@
 #include "absl/synchronization/internal/graphcycles.h"
 #include "hash/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
-#include "preload/report.h"
-#include "preload/shim.h"
-#include "runtime/fork.h"
-#include "runtime/thread_data.h"
+#include "preload/diag.h"
 
 namespace parklot::preload {
 
@@ -32,7 +30,10 @@ using absl::base_internal::SpinLockHolder;
 using absl::synchronization_internal::GraphCycles;
 using absl::synchronization_internal::GraphId;
 
+const DiagHost* g_host = nullptr;
 bool g_abort = false;
+// The slot id of a free record (the shim's slot ids start at 1).
+constexpr uint32_t kNoSlot = 0;
 
 // --- Per-thread records, by registry index ---------------------------------
 
@@ -70,40 +71,29 @@ constexpr uint32_t kRecords = 1 << 14;  // threads beyond are not tracked
 ThreadRecord* g_records = nullptr;
 std::atomic<uint32_t> g_records_used{0};  // highest index + 1 seen
 
-// The calling thread's record once found (a thread's TLS starts null).
-__attribute__((tls_model("initial-exec"))) thread_local ThreadRecord*
-    t_record = nullptr;
-
-ThreadRecord* FindRecord();
-
-// After the lot's exit hook released the thread's registry index (a new
-// thread may have its record), a thread still locking in later
-// destructors has none.
-inline ThreadRecord* Record() {
-  ThreadRecord* r = t_record;
-  if (__builtin_expect(r != nullptr && !internal::t_data.exited, 1)) return r;
-  return FindRecord();
-}
-
-ThreadRecord* FindRecord() {
-  ThreadData* td = CurrentThreadData();
-  if (td->exited || td->index >= kRecords) return nullptr;
-  ThreadRecord* r = &g_records[td->index];
-  if (r->slot.load(std::memory_order_relaxed) != td->slot) {
+// The calling thread's record, reset when a new thread (another slot id)
+// has the registry index; nullptr for a thread past its exit hook (it gave
+// its index back) or beyond kRecords. No thread-local of this object's own:
+// a dlopen'ed object's TLS is allocated by malloc at each thread's first
+// access.
+ThreadRecord* Record() {
+  uint32_t index, slot;
+  if (!g_host->thread(&index, &slot) || index >= kRecords) return nullptr;
+  ThreadRecord* r = &g_records[index];
+  if (r->slot.load(std::memory_order_relaxed) != slot) {
     r->depth.store(0, std::memory_order_relaxed);
     r->overflow = 0;
     r->busy = false;
     r->waiting_on.store(0, std::memory_order_relaxed);
     for (auto& c : r->cache) c.epoch = ~uint64_t{0};
-    r->tid.store(CurrentTid(), std::memory_order_relaxed);
-    r->slot.store(td->slot, std::memory_order_release);
+    r->tid.store(g_host->tid(), std::memory_order_relaxed);
+    r->slot.store(slot, std::memory_order_release);
     uint32_t used = g_records_used.load(std::memory_order_relaxed);
-    while (used <= td->index &&
-           !g_records_used.compare_exchange_weak(used, td->index + 1,
+    while (used <= index &&
+           !g_records_used.compare_exchange_weak(used, index + 1,
                                                  std::memory_order_relaxed)) {
     }
   }
-  t_record = r;
   return r;
 }
 
@@ -245,7 +235,9 @@ void Add(const absl::FormatSpec<Args...>& f, const Args&... args) {
 
 struct Site {
   char text[768];
-  explicit Site(const void* pc) { DescribeCallSite(pc, text, sizeof(text)); }
+  explicit Site(const void* pc) {
+    g_host->describe_call_site(pc, text, sizeof(text));
+  }
 };
 
 const char* ModeName(LockMode m) {
@@ -259,10 +251,13 @@ const char* ModeName(LockMode m) {
   }
 }
 
+// A frame of the shim or of this object: not the program's.
 bool InShim(const void* pc) {
   Dl_info self, info;
-  return dladdr(reinterpret_cast<void*>(&InShim), &self) != 0 &&
-         dladdr(pc, &info) != 0 && info.dli_fbase == self.dli_fbase;
+  if (dladdr(pc, &info) == 0) return false;
+  return info.dli_fbase == g_host->shim_base ||
+         (dladdr(reinterpret_cast<void*>(&InShim), &self) != 0 &&
+          info.dli_fbase == self.dli_fbase);
 }
 
 // A lock-order cycle, copied out of the graph for the report.
@@ -304,7 +299,7 @@ void ReportCycle(const Cycle& c) {
       Add("    #%d %s\n", k, Site(e.stack[f]).text);
     }
   }
-  WriteReport(Sink::kReport, absl::string_view(g_text, g_len));
+  g_host->report(g_text, g_len);
 }
 
 // Adds the edge `held` -> `lock`, or fills `*cycle` with the cycle it would
@@ -453,12 +448,13 @@ void ForkParent() {
 void ForkChild() {
   g_graph_mu.Unlock();
   g_report_mu.Unlock();
-  const uint32_t self = CurrentThreadData()->slot;
+  uint32_t index, self;
+  if (!g_host->thread(&index, &self)) self = kNoSlot;
   const uint32_t used = g_records_used.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < used; ++i) {
     ThreadRecord& r = g_records[i];
     if (r.slot.load(std::memory_order_relaxed) == self) {
-      r.tid.store(CurrentTid(), std::memory_order_relaxed);
+      r.tid.store(g_host->tid(), std::memory_order_relaxed);
       continue;
     }
     r.slot.store(kNoSlot, std::memory_order_relaxed);
@@ -467,9 +463,7 @@ void ForkChild() {
   }
 }
 
-}  // namespace
-
-void EnableDeadlockDetection(const Config& config) {
+bool Enable(bool abort_on_deadlock) {
   // Mostly untouched: no commit charge for the whole size.
   constexpr bool kReserve = false;
   void* records = MapAnonymous(sizeof(ThreadRecord) * kRecords, kReserve);
@@ -479,22 +473,20 @@ void EnableDeadlockDetection(const Config& config) {
   if (records == nullptr || edges == nullptr || known == nullptr) {
     static const char kMsg[] =
         "parklot: no memory for PARKLOT_DEADLOCK's tables; detection off\n";
-    WriteReport(Sink::kReport, kMsg);
-    return;
+    g_host->report(kMsg, sizeof(kMsg) - 1);
+    return false;
   }
   // Zero-filled memory is what the default constructors would write.
   g_records = static_cast<ThreadRecord*>(records);
   g_edges = static_cast<EdgeInfo*>(edges);
   g_known_edges = static_cast<std::atomic<uint64_t>*>(known);
   g_graph = new (g_graph_storage) GraphCycles();
-  g_abort = config.deadlock == DeadlockMode::kAbort;
-  static constexpr ForkHandlers kForkStep{ForkPrepare, ForkParent, ForkChild};
-  RegisterForkStep(ForkStep::kDeadlockGraph, &kForkStep);
-  g_lock_hooks |= kHookDeadlock;
+  g_abort = abort_on_deadlock;
+  g_host->fork_step(ForkPrepare, ForkParent, ForkChild);
+  return true;
 }
 
-void DeadlockBeforeLock(const void* lock_ptr, LockMode mode,
-                        const void* site) {
+void BeforeLock(const void* lock_ptr, LockMode mode, const void* site) {
   ThreadRecord* r = Record();
   if (r == nullptr || r->busy) return;
   const auto lock = reinterpret_cast<uintptr_t>(lock_ptr);
@@ -531,7 +523,7 @@ void DeadlockBeforeLock(const void* lock_ptr, LockMode mode,
   r->busy = false;
 }
 
-void DeadlockAcquired(const void* lock, LockMode mode, const void* site) {
+void Acquired(const void* lock, LockMode mode, const void* site) {
   ThreadRecord* r = Record();
   if (r == nullptr) return;
   const int depth = r->depth.load(std::memory_order_relaxed);
@@ -546,7 +538,7 @@ void DeadlockAcquired(const void* lock, LockMode mode, const void* site) {
   r->depth.store(depth + 1, std::memory_order_release);
 }
 
-const void* DeadlockReleased(const void* lock) {
+const void* Released(const void* lock) {
   ThreadRecord* r = Record();
   if (r == nullptr) return nullptr;
   const int k = FindHeld(r, reinterpret_cast<uintptr_t>(lock));
@@ -569,7 +561,7 @@ const void* DeadlockReleased(const void* lock) {
   return site;
 }
 
-void DeadlockForget(const void* lock_ptr) {
+void Forget(const void* lock_ptr) {
   const auto lock = reinterpret_cast<uintptr_t>(lock_ptr);
   const size_t bit = KnownBit(lock);
   if ((g_known[bit / 64].load(std::memory_order_relaxed) &
@@ -585,7 +577,7 @@ void DeadlockForget(const void* lock_ptr) {
   g_epoch.fetch_add(1, std::memory_order_release);
 }
 
-void DeadlockWaiting(const void* lock, LockMode mode, const void* site) {
+void Waiting(const void* lock, LockMode mode, const void* site) {
   ThreadRecord* r = Record();
   if (r == nullptr) return;
   r->waiting_site.store(site, std::memory_order_relaxed);
@@ -594,20 +586,7 @@ void DeadlockWaiting(const void* lock, LockMode mode, const void* site) {
                       std::memory_order_release);
 }
 
-Deadline DeadlockSlice(const Deadline& user, bool* is_user) {
-  *is_user = false;
-  const Deadline check = Deadline::In(kDeadlockCheckAfter);
-  if (user.is_never()) return check;
-  const absl::Time now =
-      user.clock == CLOCK_REALTIME ? absl::Now() : MonotonicNow();
-  if (user.when - now <= kDeadlockCheckAfter) {
-    *is_user = true;
-    return user;
-  }
-  return check;
-}
-
-void DeadlockCheckWait() {
+void CheckWait() {
   ThreadRecord* self = Record();
   if (self == nullptr) return;
   // Follow "waits for a lock held by": at most kMaxCycle threads.
@@ -659,9 +638,22 @@ void DeadlockCheckWait() {
           Site(h.site.load(std::memory_order_relaxed)).text);
     }
     if (g_abort) Add("parklot: PARKLOT_DEADLOCK=abort: aborting\n");
-    WriteReport(Sink::kReport, absl::string_view(g_text, g_len));
+    g_host->report(g_text, g_len);
   }
   if (g_abort) abort();
+}
+
+}  // namespace
+
+void InstallDeadlockHooks(const DiagHost* host, DiagHooks* hooks) {
+  g_host = host;
+  hooks->deadlock_enable = Enable;
+  hooks->before_lock = BeforeLock;
+  hooks->acquired = Acquired;
+  hooks->released = Released;
+  hooks->forget = Forget;
+  hooks->waiting = Waiting;
+  hooks->check_wait = CheckWait;
 }
 
 }  // namespace parklot::preload

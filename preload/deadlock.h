@@ -16,7 +16,7 @@
 // Destroying a lock, or initializing an address the graph knows, removes
 // its node: a recycled address makes no false cycle.
 //
-// Actual deadlocks: a thread parked on a lock for kDeadlockCheckAfter walks
+// Actual deadlocks: a thread parked on a lock for kDeadlockCheckAfterNs walks
 // the wait-for chain (the thread holding the lock it waits for, the lock
 // that one waits for, ...); a chain back to itself is printed once, with
 // each thread's wanted lock and call site and where it took the lock it
@@ -30,66 +30,85 @@
 // malloc on any of these paths: the graph lives in Abseil's mmap arena, the
 // rest in mmap'ed tables; a report (stack traces, symbolizing) uses
 // Abseil's own mmap arena too.
+//
+// The detector lives in the diagnostics object (diag.h), which the shim
+// loads only under PARKLOT_DEADLOCK (or PARKLOT_STATS, for its symbolizer);
+// the shim keeps the hooks' call sites and the waits' slicing.
 #ifndef PARKLOT_PRELOAD_DEADLOCK_H_
 #define PARKLOT_PRELOAD_DEADLOCK_H_
 
 #include <cstdint>
 
-#include "absl/time/time.h"
+#include "preload/diag.h"
 #include "runtime/config.h"
 #include "runtime/deadline.h"
 
 namespace parklot::preload {
 
-// How a lock is held or wanted.
-enum class LockMode : uint8_t {
-  kExclusive,   // a mutex
-  kWrite,       // an rwlock's write lock
-  kRead,        // a reader-preferring rwlock's read lock (waits for writers)
-  kReadQueued,  // a writer-preferring rwlock's read lock (also waits behind
-                // waiting writers, who wait for readers)
-};
-
 // How long a thread waits for a lock before it checks for a deadlock.
-inline constexpr absl::Duration kDeadlockCheckAfter = absl::Seconds(1);
+inline constexpr int64_t kDeadlockCheckAfterNs = 1000000000;
 
-// Turns detection on (mmaps its tables; registers fork handlers; sets
-// kHookDeadlock in g_lock_hooks, shim.h: DeadlockOn()). Call once
-// from the shim's constructor. Not thread-safe. If the tables cannot be
-// mapped it says so on the report sink (PARKLOT_REPORT, else stderr) and
-// detection stays off.
+// Loads the diagnostics object (diag.h) from the shim's directory, once;
+// true if it is loaded. Call from the shim's constructor only, after
+// InitReportSinks. Not thread-safe.
+bool LoadDiagnostics();
+// Why the object is not loaded (a line's worth), or nullptr if it is.
+const char* DiagnosticsUnavailable();
+// The object's functions (zero until LoadDiagnostics succeeds).
+extern DiagHooks g_diag;
+
+// Turns detection on: loads the diagnostics object, which maps its tables
+// and registers its fork step; sets kHookDeadlock in g_lock_hooks (shim.h:
+// DeadlockOn()). Call once from the shim's constructor. Not thread-safe.
+// If the object cannot be loaded, or its tables cannot be mapped, it says
+// so on the report sink (PARKLOT_REPORT, else stderr) and detection stays
+// off.
 void EnableDeadlockDetection(const Config& config);
 
+// The hooks, called only while DeadlockOn(). They run in the diagnostics
+// object (preload/deadlock.cc).
+//
 // The calling thread is about to take `lock` in `mode` and may wait for it
 // (a lock, timed lock, condvar re-lock; not a trylock), from the call whose
 // return address is `site`: adds the order edges from the locks it holds
 // and reports the first that closes a cycle. Any thread; no malloc.
-void DeadlockBeforeLock(const void* lock, LockMode mode, const void* site);
+inline void DeadlockBeforeLock(const void* lock, LockMode mode,
+                               const void* site) {
+  g_diag.before_lock(lock, mode, site);
+}
 
 // The calling thread now holds `lock` (any way of taking it). Any thread.
-void DeadlockAcquired(const void* lock, LockMode mode, const void* site);
+inline void DeadlockAcquired(const void* lock, LockMode mode,
+                             const void* site) {
+  g_diag.acquired(lock, mode, site);
+}
 
 // The calling thread releases `lock` (call before the lock word is
 // released). Returns the call site that took it (nullptr if not listed).
 // Calling thread's list only; no malloc.
-const void* DeadlockReleased(const void* lock);
+inline const void* DeadlockReleased(const void* lock) {
+  return g_diag.released(lock);
+}
 
 // `lock` was destroyed, or an address is initialized as a new lock: its
 // graph node and edges go. Any thread.
-void DeadlockForget(const void* lock);
+inline void DeadlockForget(const void* lock) { g_diag.forget(lock); }
 
 // Marks the calling thread as waiting for `lock` (nullptr: no longer).
 // Calling thread only; no malloc.
-void DeadlockWaiting(const void* lock, LockMode mode, const void* site);
+inline void DeadlockWaiting(const void* lock, LockMode mode,
+                            const void* site) {
+  g_diag.waiting(lock, mode, site);
+}
 
-// Called by a thread that has waited kDeadlockCheckAfter for the lock it
+// Called by a thread that has waited kDeadlockCheckAfterNs for the lock it
 // marked with DeadlockWaiting: reports a wait-for cycle through it (once
 // per cycle; the report is formatted under the graph's spinlock) and, in
 // abort mode, calls abort(). Calling thread only; no malloc.
-void DeadlockCheckWait();
+inline void DeadlockCheckWait() { g_diag.check_wait(); }
 
 // The deadline for the next slice of a wait that checks for deadlocks:
-// `user`, or kDeadlockCheckAfter from now if that is sooner. Sets
+// `user`, or kDeadlockCheckAfterNs from now if that is sooner. Sets
 // `*is_user` to whether it is `user`'s.
 Deadline DeadlockSlice(const Deadline& user, bool* is_user);
 

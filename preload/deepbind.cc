@@ -36,12 +36,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cstdint>
-#include <vector>
+#include <type_traits>
 
 #include "preload/shim.h"
 #include "preload/symbol_versions.h"
+#include "sync/once.h"
 
 extern "C" {
 // Set at the first DEEPBIND dlopen; from then on the stubs take the slow
@@ -62,6 +65,42 @@ namespace parklot::preload {
 namespace {
 
 uintptr_t PageSize() { return static_cast<uintptr_t>(getpagesize()); }
+
+// A growable array on malloc, freed by its owner (Free()): this slow path
+// allocates as glibc's dlopen itself does, and std::vector would need
+// libstdc++'s out-of-line throw helpers in a shim that loads with libc
+// alone. An element that finds no memory is left out: that function or
+// object stays as glibc bound it.
+template <typename T>
+class List {
+  static_assert(std::is_trivially_copyable_v<T>, "copied with realloc");
+
+ public:
+  void Add(const T& v) {
+    if (size_ == capacity_) {
+      const size_t grown = capacity_ == 0 ? 16 : capacity_ * 2;
+      T* p = static_cast<T*>(realloc(data_, grown * sizeof(T)));
+      if (p == nullptr) return;
+      data_ = p;
+      capacity_ = grown;
+    }
+    data_[size_++] = v;
+  }
+  void Free() {
+    free(data_);
+    data_ = nullptr;
+    size_ = capacity_ = 0;
+  }
+  T* begin() const { return data_; }
+  T* end() const { return data_ + size_; }
+  size_t size() const { return size_; }
+  const T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  T* data_ = nullptr;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
 
 // The absolute address of a dynamic-section pointer: glibc relocates them
 // in place, except in read-only dynamic sections.
@@ -114,8 +153,8 @@ size_t GnuHashSymbols(const uint32_t* h) {
 // The shim's exported functions that the global scope binds to it. Built
 // once, before glibc's dlopen is called (dlsym takes the loader's lock and
 // sets dlerror, which the program reads after dlopen).
-std::vector<Served> BuildServed() {
-  std::vector<Served> out;
+List<Served> BuildServed() {
+  List<Served> out;
   Dl_info info;
   link_map* shim = nullptr;
   if (dladdr1(reinterpret_cast<const void*>(&BuildServed), &info,
@@ -162,18 +201,22 @@ std::vector<Served> BuildServed() {
              sym != nullptr && sym->st_shndx == SHN_UNDEF &&
              at.dli_sname != nullptr && strcmp(at.dli_sname, name) == 0;
     }
-    if (keep) out.push_back({name, global});
+    if (keep) out.Add({name, global});
   }
   std::sort(out.begin(), out.end(), ByName);
   return out;
 }
 
-const std::vector<Served>& ServedFunctions() {
-  static const std::vector<Served> served = BuildServed();
-  return served;
+// Built by the first slow-path dlopen, kept for the process's life.
+Once g_served_once;
+List<Served> g_served;
+
+const List<Served>& ServedFunctions() {
+  g_served_once.Call([] { g_served = BuildServed(); });
+  return g_served;
 }
 
-const Served* FindServed(const std::vector<Served>& served, const char* name) {
+const Served* FindServed(const List<Served>& served, const char* name) {
   const Served key{name, 0};
   auto it = std::lower_bound(served.begin(), served.end(), key, ByName);
   return it != served.end() && strcmp(it->name, name) == 0 ? &*it : nullptr;
@@ -289,7 +332,7 @@ void WriteSlot(const Object& o, uintptr_t slot, uintptr_t value) {
 // Points `o`'s slots for served functions that still hold glibc's function
 // (an address in libc) or an unresolved lazy entry at the served target.
 void RebindObject(const link_map* m, const Object& o, const Object& libc,
-                  const std::vector<Served>& served) {
+                  const List<Served>& served) {
   const ElfW(Sym)* symtab = nullptr;
   const char* strtab = nullptr;
   const ElfW(Rela)* tables[2] = {nullptr, nullptr};
@@ -353,13 +396,13 @@ bool NameMatches(const link_map* m, const char* name) {
 
 struct RebindJob {
   link_map* handle;
-  const std::vector<Object>* objects;
+  const List<Object>* objects;
   const Object* libc;
   uintptr_t shim_addr;
-  const std::vector<Served>* served;
+  const List<Served>* served;
 };
 
-const Object* Find(const std::vector<Object>& objects, const link_map* m) {
+const Object* Find(const List<Object>& objects, const link_map* m) {
   for (const Object& o : objects) {
     if (o.addr == m->l_addr && o.name == m->l_name) return &o;
   }
@@ -375,7 +418,8 @@ int RebindLocked(dl_phdr_info*, size_t, void* arg) {
   const auto* job = static_cast<const RebindJob*>(arg);
   const link_map* head = job->handle;
   while (head->l_prev != nullptr) head = head->l_prev;
-  std::vector<const link_map*> run{job->handle};
+  List<const link_map*> run;
+  run.Add(job->handle);
   for (const link_map* m = job->handle->l_next; m != nullptr; m = m->l_next) {
     bool needed = false;
     for (size_t k = 0; k < run.size() && !needed; ++k) {
@@ -394,7 +438,7 @@ int RebindLocked(dl_phdr_info*, size_t, void* arg) {
       }
     }
     if (!needed) break;
-    run.push_back(m);
+    run.Add(m);
   }
   for (const link_map* m : run) {
     const Object* o = Find(*job->objects, m);
@@ -403,12 +447,13 @@ int RebindLocked(dl_phdr_info*, size_t, void* arg) {
     }
     RebindObject(m, *o, *job->libc, *job->served);
   }
+  run.Free();
   return 1;
 }
 
-void Rebind(link_map* handle, const std::vector<Served>& served) {
+void Rebind(link_map* handle, const List<Served>& served) {
   struct Collect {
-    std::vector<Object> objects;
+    List<Object> objects;
     uintptr_t libc_fn, shim_fn;
     Object libc{}, shim{};
   } c;
@@ -418,15 +463,17 @@ void Rebind(link_map* handle, const std::vector<Served>& served) {
       [](dl_phdr_info* info, size_t, void* arg) {
         auto* c = static_cast<Collect*>(arg);
         const Object o = ToObject(info);
-        c->objects.push_back(o);
+        c->objects.Add(o);
         if (Contains(o, c->libc_fn, 0)) c->libc = o;
         if (Contains(o, c->shim_fn, 0)) c->shim = o;
         return 0;
       },
       &c);
-  if (c.libc.phdr == nullptr || c.shim.phdr == nullptr) return;
-  RebindJob job{handle, &c.objects, &c.libc, c.shim.addr, &served};
-  dl_iterate_phdr(RebindLocked, &job);
+  if (c.libc.phdr != nullptr && c.shim.phdr != nullptr) {
+    RebindJob job{handle, &c.objects, &c.libc, c.shim.addr, &served};
+    dl_iterate_phdr(RebindLocked, &job);
+  }
+  c.objects.Free();
 }
 
 }  // namespace
@@ -459,7 +506,7 @@ __attribute__((visibility("hidden"))) void* ParklotOpenSlow(
     __atomic_store_n(&parklot_deepbind_used, 1, __ATOMIC_RELAXED);
   }
   // Built before glibc's dlopen runs (BuildServed says why).
-  const std::vector<Served>* served = rebind ? &ServedFunctions() : nullptr;
+  const List<Served>* served = rebind ? &ServedFunctions() : nullptr;
   const void* fn = dlmopen ? reinterpret_cast<const void*>(RealGlibc().dlmopen)
                            : reinterpret_cast<const void*>(RealGlibc().dlopen);
   const uintptr_t a = dlmopen ? static_cast<uintptr_t>(lmid)

@@ -11,14 +11,14 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "hash/futex.h"
 #include "hash/shared_tls.h"
+#include "hash/text.h"
 #include "preload/program_handler.h"
 #include "runtime/deadline.h"
 #include "runtime/parking_lot.h"
@@ -403,8 +403,9 @@ bool Wait(uint32_t* uaddr, uint32_t val, const timespec* ts, bool relative,
   if (ts != nullptr) {
     if (relative) {
       // The kernel: an absolute CLOCK_MONOTONIC expiry taken at entry.
-      deadline = Deadline::Monotonic(MonotonicNow() +
-                                     absl::DurationFromTimespec(*ts));
+      // (kNever - 1 at most: a relative timeout is never "no deadline".)
+      deadline = Deadline::InNanos(
+          std::min(TimespecNanos(*ts), Deadline::kNever - 1));
     } else {
       deadline = Deadline::FromTimespec(
           *ts, realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC);
@@ -958,29 +959,28 @@ const char* Futex2Name(int index) {
   return index >= 0 && index < kFutex2Calls ? kNames[index] : "?";
 }
 
-std::string FormatCounts() {
-  if (!g_counting) return "";
+void FormatCounts(TextBuffer* out) {
+  if (!g_counting) return;
   const Counts c = GetCounts();
   // Served commands, then every command for the kernel's side.
   static constexpr int kServed[] = {FUTEX_WAIT,        FUTEX_WAIT_BITSET,
                                     FUTEX_WAKE,        FUTEX_WAKE_BITSET,
                                     FUTEX_REQUEUE,     FUTEX_CMP_REQUEUE,
                                     FUTEX_WAKE_OP};
-  std::string out = "futex served by parklot:";
-  for (int i : kServed) absl::StrAppend(&out, " ", CommandName(i), "=", c.served[i]);
+  out->Add("futex served by parklot:");
+  for (int i : kServed) out->Add(" %s=%lu", CommandName(i), c.served[i]);
   for (int i = 1; i < kFutex2Calls; ++i) {  // futex_waitv is never served
-    absl::StrAppend(&out, " ", Futex2Name(i), "=", c.served2[i]);
+    out->Add(" %s=%lu", Futex2Name(i), c.served2[i]);
   }
-  out += "\nfutex passed to the kernel:";
+  out->Add("\nfutex passed to the kernel:");
   for (int i = 0; i < kCommands; ++i) {
-    absl::StrAppend(&out, " ", CommandName(i), "=", c.kernel[i]);
+    out->Add(" %s=%lu", CommandName(i), c.kernel[i]);
   }
   for (int i = 0; i < kFutex2Calls; ++i) {
-    absl::StrAppend(&out, " ", Futex2Name(i), "=", c.kernel2[i]);
+    out->Add(" %s=%lu", Futex2Name(i), c.kernel2[i]);
   }
-  absl::StrAppend(&out, "\nfutex wakes forwarded to the kernel: ", c.forwarded,
-                  " calls, ", c.forwarded_woken, " threads\n");
-  return out;
+  out->Add("\nfutex wakes forwarded to the kernel: %lu calls, %lu threads\n",
+           c.forwarded, c.forwarded_woken);
 }
 
 }  // namespace parklot::futex

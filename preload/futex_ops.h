@@ -133,7 +133,8 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <string>
+
+#include "hash/text.h"
 
 namespace parklot::futex {
 
@@ -217,8 +218,8 @@ const char* Futex2Name(int index);
 //   futex served by parklot: wait=10 wait_bitset=0 wake=12 ... futex_wake=0 ...
 //   futex passed to the kernel: wait=0 ... other=0 futex_waitv=0 ...
 //   futex wakes forwarded to the kernel: 3 calls, 1 threads
-// Empty unless counting is on.
-std::string FormatCounts();
+// Appended to `out` (nothing unless counting is on); no allocation.
+void FormatCounts(TextBuffer* out);
 
 }  // namespace parklot::futex
 

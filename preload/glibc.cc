@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "absl/base/internal/raw_logging.h"
+#include "hash/text.h"
 #include "preload/shim.h"
 
 namespace parklot::preload {
@@ -40,7 +40,8 @@ void Resolve(F* out, const char* name, const char* version) {
   // condvar is glibc 2.2.5's incompatible one.
   void* p = dlvsym(RTLD_NEXT, name, version);
   if (p == nullptr) {
-    ABSL_RAW_LOG(FATAL, "parklot: glibc lacks %s@%s", name, version);
+    SayLine("parklot: glibc lacks %s@%s", name, version);
+    abort();
   }
   *out = reinterpret_cast<F>(p);
 }
@@ -105,7 +106,7 @@ Deadline ProgramDeadline(const struct timespec& ts, clockid_t clock,
   }
   struct timespec program, kernel;
   if (g_program_clock(clock, &program) != 0 || g_kernel_clock(clock, &kernel) != 0) return d;
-  return {d.when + (absl::TimeFromTimespec(kernel) - absl::TimeFromTimespec(program)), clock};
+  return d.Shifted(TimespecNanos(kernel) - TimespecNanos(program));
 }
 
 pid_t CurrentTid() {

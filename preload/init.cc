@@ -1,13 +1,10 @@
 // The shim's start-up and exit.
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
-#include <string>
-
-#include "absl/strings/str_format.h"
 #include "hash/futex.h"
+#include "hash/text.h"
 #include "preload/deadlock.h"
 #include "preload/profile.h"
 #include "preload/report.h"
@@ -44,23 +41,12 @@ constexpr ForkHandlers kStandInsForkStep{nullptr, nullptr, ShimChildReset};
 // Under Valgrind every served name is bound to glibc's own function
 // (surface.h): one line on stderr says so, worded as the launcher's line for
 // a program the shim cannot serve. Nothing in secure mode (DESIGN.md
-// invariant 8). One write(2), formatted on the stack, errno kept.
+// invariant 8). One write(2), formatted on the stack, errno kept (SayLine).
 void SayStepsAside() {
   if (SecureMode()) return;
-  char line[256];
-  const int n = absl::SNPrintF(
-      line, sizeof(line),
-      "parklot: under Valgrind: stepping aside; %.64s (pid %d) runs on "
-      "glibc's locks\n",
-      program_invocation_short_name, getpid());
-  if (n <= 0) return;
-  const int saved_errno = errno;
-  const ssize_t w = write(
-      STDERR_FILENO, line,
-      static_cast<size_t>(n) < sizeof(line) ? static_cast<size_t>(n)
-                                            : sizeof(line) - 1);
-  (void)w;
-  errno = saved_errno;
+  SayLine("parklot: under Valgrind: stepping aside; %.64s (pid %d) runs on "
+          "glibc's locks",
+          program_invocation_short_name, getpid());
 }
 
 // Runs when the shim is loaded, before the program's constructors (the
@@ -82,6 +68,12 @@ __attribute__((constructor)) void Init() {
   if (config.stats || config.deadlock != DeadlockMode::kOff ||
       config.profile_path != nullptr) {
     InitReportSinks(config);
+  }
+  if (config.stats || config.deadlock != DeadlockMode::kOff) {
+    // Both name call sites with the diagnostics object's symbolizer; the
+    // detector is in it too. A plain run, or profiles alone (pprof
+    // symbolizes them), never loads it.
+    LoadDiagnostics();
   }
   if (config.deadlock != DeadlockMode::kOff) EnableDeadlockDetection(config);
   if (config.stats) {
@@ -128,12 +120,8 @@ __attribute__((visibility("default"))) int parklot_preload_active() {
 // `buf`; returns the full length (as snprintf does).
 __attribute__((visibility("default"))) size_t parklot_preload_describe(
     char* buf, size_t size) {
-  const std::string text = parklot::DescribeLot();
-  if (size != 0) {
-    const size_t n = text.size() < size ? text.size() : size - 1;
-    memcpy(buf, text.data(), n);
-    buf[n] = '\0';
-  }
-  return text.size();
+  parklot::TextBuffer text(buf, size);
+  parklot::DescribeLot(&text);
+  return text.wanted();
 }
 }

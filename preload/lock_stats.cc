@@ -13,14 +13,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <new>
-#include <string>
 
-#include "absl/strings/str_format.h"
-#include "absl/strings/string_view.h"
 #include "hash/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
+#include "hash/text.h"
+#include "preload/deadlock.h"
 #include "preload/futex_ops.h"
 #include "preload/report.h"
 #include "preload/shim.h"
@@ -194,18 +191,29 @@ void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,
 
 void CountOp(Op op) { Bump(static_cast<int>(op)); }
 
-std::string StatsReport() {
-  std::string out = "parklot statistics (pid " + std::to_string(getpid()) +
-                    ")\nconfig: " + DescribeConfig(GetConfig()) + "\n";
-  out += FormatStats(GetStats());
-  absl::StrAppendFormat(
-      &out,
-      "served by parklot: %u mutex acquisitions, %u cond waits, %u signals, "
-      "%u broadcasts, %u rwlock acquisitions, %u sem waits, %u sem posts, "
-      "%u barrier waits, %u once calls\n",
+namespace {
+
+// The report, formatted into static storage (threads' stacks may be small;
+// no malloc, which may be what ran out), one report at a time: a second
+// thread reporting at once (an _exit racing exit) writes the short form.
+char g_report[32 * 1024];
+std::atomic<bool> g_report_busy{false};
+
+void StatsReport(TextBuffer* out) {
+  out->Add("parklot statistics (pid %d)\nconfig: ", getpid());
+  DescribeConfig(GetConfig(), out);
+  out->Add("\n");
+  FormatStats(GetStats(), out);
+  out->Add(
+      "served by parklot: %lu mutex acquisitions, %lu cond waits, %lu "
+      "signals, %lu broadcasts, %lu rwlock acquisitions, %lu sem waits, %lu "
+      "sem posts, %lu barrier waits, %lu once calls\n",
       Sum(0), Sum(1), Sum(2), Sum(3), Sum(4), Sum(5), Sum(6), Sum(7), Sum(8));
-  out += futex::FormatCounts();  // empty unless PARKLOT_SYSCALL_FUTEX=1
-  if (g_table == nullptr) return out;
+  futex::FormatCounts(out);  // nothing unless PARKLOT_SYSCALL_FUTEX=1
+  if (const char* why = DiagnosticsUnavailable()) {
+    out->Add("call sites: module+offset only (no symbolizer: %s)\n", why);
+  }
+  if (g_table == nullptr) return;
   // The ten locks with the most total wait time.
   LockStat* top[10] = {};
   for (size_t i = 0; i < kSlots; ++i) {
@@ -220,29 +228,31 @@ std::string StatsReport() {
     }
   }
   if (top[0] == nullptr) {
-    out += "most contended locks: none (no acquisition had to wait)\n";
-    return out;
+    out->Add("most contended locks: none (no acquisition had to wait)\n");
+    return;
   }
-  out += "most contended locks:\n";
-  absl::StrAppendFormat(&out, "  %-18s %12s %12s %14s  %s\n", "lock",
-                        "acquired", "contended", "wait ms", "first caller");
+  out->Add("most contended locks:\n");
+  out->Add("  %-18s %12s %12s %14s  %s\n", "lock", "acquired", "contended",
+           "wait ms", "first caller");
   for (LockStat* s : top) {
     if (s == nullptr) break;
     char sym[768];
     DescribeCallSite(reinterpret_cast<const void*>(s->caller.load()), sym,
                      sizeof(sym));
-    absl::StrAppendFormat(&out, "  %#-18x %12u %12u %14.3f  %s\n",
-                          KeyOf(s - g_table), s->acquisitions.load(),
-                          s->contended.load(), s->wait_ns.load() / 1e6, sym);
+    out->Add("  %#-18lx %12lu %12lu %14.3f  %s\n", KeyOf(s - g_table),
+             s->acquisitions.load(), s->contended.load(),
+             static_cast<double>(s->wait_ns.load()) / 1e6, sym);
   }
-  out += "  (acquired: counted from the lock's first contended acquisition)\n";
+  out->Add("  (acquired: counted from the lock's first contended acquisition)\n");
+
   if (const uint64_t dropped = Sum(kDropped); dropped != 0) {
-    absl::StrAppendFormat(
-        &out, "  (%u contended acquisitions of locks the table had no room for)\n",
+    out->Add(
+        "  (%lu contended acquisitions of locks the table had no room for)\n",
         dropped);
   }
-  return out;
 }
+
+}  // namespace
 
 void PrintStatsReport() {
   // A process the shim served nothing in and saw no futex call in (a
@@ -251,23 +261,21 @@ void PrintStatsReport() {
   // Without the counters' mapping that is unknown, and the report (its
   // table figures) is printed.
   if (g_stripes != nullptr && Handled() == g_handled_before_fork) return;
-  try {
-    WriteReport(Sink::kStats, StatsReport());
-  } catch (const std::bad_alloc&) {
-    // Memory ran out (the report is the one thing here that allocates):
-    // the table's figures still fit on the stack.
-    const Stats st = GetStats();
-    char line[256];
-    const int n = absl::SNPrintF(
-        line, sizeof(line),
-        "parklot statistics (pid %d): no memory for the full report\n"
-        "table: %u buckets, %u growths, %u growth failures\n",
-        getpid(), st.buckets, st.growths, st.growth_failures);
-    if (n > 0) {
-      WriteReport(Sink::kStats, absl::string_view(
-                                    line, std::min<size_t>(n, sizeof(line) - 1)));
-    }
+  if (!g_report_busy.exchange(true, std::memory_order_acquire)) {
+    TextBuffer out(g_report, sizeof(g_report));
+    StatsReport(&out);
+    WriteReport(Sink::kStats, out.view());
+    g_report_busy.store(false, std::memory_order_release);
+    return;
   }
+  // The table's figures fit on the stack.
+  const Stats st = GetStats();
+  char line[256];
+  TextBuffer out(line, sizeof(line));
+  out.Add("parklot statistics (pid %d): another thread is reporting\n"
+          "table: %zu buckets, %lu growths, %lu growth failures\n",
+          getpid(), st.buckets, st.growths, st.growth_failures);
+  WriteReport(Sink::kStats, out.view());
 }
 
 }  // namespace parklot::preload

@@ -82,13 +82,16 @@ int GlibcLockWatched(pthread_mutex_t* m, const void* caller) {
   int rc = 0;
   AcquireWatched(m, LockMode::kExclusive, caller, Deadline::Never(),
                  [m, &rc](const Deadline&) {
-                   // The slice passed is kDeadlockCheckAfter from now (the
-                   // user deadline is Never), on CLOCK_MONOTONIC; glibc's
-                   // priority-inheritance mutexes take no clock but
+                   // The slice passed is kDeadlockCheckAfterNs from now
+                   // (the user deadline is Never), on CLOCK_MONOTONIC;
+                   // glibc's priority-inheritance mutexes take no clock but
                    // CLOCK_REALTIME on every kernel, so the same slice is
-                   // measured from absl::Now().
+                   // measured on CLOCK_REALTIME.
                    const struct timespec ts =
-                       absl::ToTimespec(absl::Now() + kDeadlockCheckAfter);
+                       Deadline::RealtimeAt(SaturatingAdd(
+                                                ClockNanos(CLOCK_REALTIME),
+                                                kDeadlockCheckAfterNs))
+                           .ToTimespec();
                    rc = RealGlibc().pthread_mutex_timedlock(m, &ts);
                    return rc != ETIMEDOUT;
                  });

@@ -6,14 +6,15 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <string_view>
 
-#include "absl/debugging/symbolize.h"
-#include "absl/strings/str_format.h"
 #include "hash/bucket_table.h"
+#include "preload/deadlock.h"
 
 namespace parklot::preload {
 namespace {
@@ -44,7 +45,7 @@ void SetPath(SinkState* s, const char* path) {
 // The path with %p and %% expanded; false if it does not fit.
 bool ExpandPath(const char* tmpl, char* out, size_t size) {
   char pid[24];
-  const int pid_len = absl::SNPrintF(pid, sizeof(pid), "%d", getpid());
+  const int pid_len = snprintf(pid, sizeof(pid), "%d", getpid());
   size_t n = 0;
   for (const char* p = tmpl; *p != '\0'; ++p) {
     if (p[0] == '%' && (p[1] == 'p' || p[1] == '%')) {
@@ -73,7 +74,7 @@ void WriteAll(int fd, const char* p, size_t left) {
   }
 }
 
-void WriteAll(int fd, absl::string_view text) {
+void WriteAll(int fd, std::string_view text) {
   WriteAll(fd, text.data(), text.size());
 }
 
@@ -96,13 +97,13 @@ const char* SinkName(Sink sink) {
 void SayNotWritten(Sink sink, const char* path, const char* step, int err) {
   char line[PATH_MAX + 160];
   const char* name = err != 0 ? strerrorname_np(err) : nullptr;
-  const int n = absl::SNPrintF(
+  const int n = snprintf(
       line, sizeof(line), "parklot: %s not written to %.*s: %s%s%s\n",
       SinkName(sink), 256, path, step, name != nullptr ? " " : "",
       name != nullptr ? name : "");
   if (n > 0) {
     WriteAll(STDERR_FILENO,
-             absl::string_view(line, static_cast<size_t>(n) < sizeof(line)
+             std::string_view(line, static_cast<size_t>(n) < sizeof(line)
                                          ? static_cast<size_t>(n)
                                          : sizeof(line) - 1));
   }
@@ -165,31 +166,6 @@ bool ModuleAddress(uintptr_t pc, const char** module, uintptr_t* addr) {
   return true;
 }
 
-// The function containing `addr` and `addr`'s offset into it. Abseil's
-// symbolizer gives the name, not the start: the start is the lowest
-// address below `addr` (within 1 MiB) that still symbolizes to the same
-// name, found by bisection, as a function's code is contiguous.
-bool FunctionAndOffset(uintptr_t addr, char* name, size_t size,
-                       uintptr_t* offset) {
-  if (!absl::Symbolize(reinterpret_cast<void*>(addr), name, size)) {
-    return false;
-  }
-  char other[512];
-  uintptr_t lo = addr > (uintptr_t{1} << 20) ? addr - (uintptr_t{1} << 20) : 1;
-  uintptr_t hi = addr;  // symbolizes to `name`
-  while (lo < hi) {
-    const uintptr_t mid = lo + (hi - lo) / 2;
-    if (absl::Symbolize(reinterpret_cast<void*>(mid), other, sizeof(other)) &&
-        strcmp(other, name) == 0) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  *offset = addr - hi;
-  return true;
-}
-
 }  // namespace
 
 void InitReportSinks(const Config& config) {
@@ -199,10 +175,9 @@ void InitReportSinks(const Config& config) {
   SetPath(&StateOf(Sink::kProfile), config.profile_path);
   const ssize_t n = readlink("/proc/self/exe", g_exe, sizeof(g_exe) - 1);
   g_exe[n > 0 ? n : 0] = '\0';
-  absl::InitializeSymbolizer("/proc/self/exe");
 }
 
-void WriteReport(Sink sink, absl::string_view text) {
+void WriteReport(Sink sink, std::string_view text) {
   // Secure mode writes nothing (DESIGN.md invariant 8); the configuration
   // already turns every report off there, this keeps it so for any caller.
   if (SecureMode()) return;
@@ -331,24 +306,26 @@ void DescribeCallSite(const void* pc, char* buf, size_t size) {
   if (size == 0) return;
   const auto ret = reinterpret_cast<uintptr_t>(pc);
   if (ret == 0) {
-    absl::SNPrintF(buf, size, "?");
+    snprintf(buf, size, "?");
     return;
   }
   const char* module;
   uintptr_t addr;
   if (!ModuleAddress(ret, &module, &addr)) {
-    absl::SNPrintF(buf, size, "%#x", ret);
+    snprintf(buf, size, "%#lx", ret);
     return;
   }
   char name[512];
   uintptr_t offset;
-  // Abseil's symbolizer aborts when its arena cannot map memory: with
-  // memory that short, the module address alone.
-  if (CanMapNow(size_t{1} << 20) &&
-      FunctionAndOffset(ret - 1, name, sizeof(name), &offset)) {
-    absl::SNPrintF(buf, size, "%s+%#x (%s+%#x)", name, offset, module, addr);
+  // The symbolizer is the diagnostics object's (deadlock.h:
+  // LoadDiagnostics); without it, the module address alone. Abseil's
+  // symbolizer aborts when its arena cannot map memory: with memory that
+  // short, the module address alone too.
+  if (g_diag.symbolize != nullptr && CanMapNow(size_t{1} << 20) &&
+      g_diag.symbolize(ret - 1, name, sizeof(name), &offset)) {
+    snprintf(buf, size, "%s+%#lx (%s+%#lx)", name, offset, module, addr);
   } else {
-    absl::SNPrintF(buf, size, "%s+%#x", module, addr);
+    snprintf(buf, size, "%s+%#lx", module, addr);
   }
 }
 

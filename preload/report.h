@@ -8,8 +8,8 @@
 #define PARKLOT_PRELOAD_REPORT_H_
 
 #include <cstddef>
+#include <string_view>
 
-#include "absl/strings/string_view.h"
 #include "runtime/config.h"
 
 namespace parklot::preload {
@@ -41,7 +41,7 @@ void InitReportSinks(const Config& config);
 // stderr saying which report, where, and why (errno's name). Writes nothing
 // in secure mode (SecureMode()). errno is left as it was.
 // Async-signal-safe; no allocation; any thread.
-void WriteReport(Sink sink, absl::string_view text);
+void WriteReport(Sink sink, std::string_view text);
 
 // A report too large to format in memory first (a contention profile),
 // written in pieces into `sink`'s file, its path with `suffix` appended
@@ -95,7 +95,9 @@ const char* ExecutablePath();
 // address as `addr2line -e MODULE 0xADDR` reads it (an offset into a
 // position-independent object, the address itself in a fixed-address
 // executable), so that stripped binaries with separate debug info resolve
-// too. Reads ELF files (Abseil's symbolizer, its own mmap arena): only when
+// too. FUNCTION comes from the diagnostics object's symbolizer (diag.h;
+// loaded under PARKLOT_STATS or PARKLOT_DEADLOCK), else only MODULE+0xADDR
+// is given. Reads ELF files (Abseil's symbolizer, its own mmap arena): only when
 // a report is written, which for a lock-order cycle or a deadlock is on
 // that lock's path (DeadlockBeforeLock, DeadlockCheckWait). No malloc. Any
 // thread.

@@ -5,11 +5,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <type_traits>
 
-#include "absl/strings/str_format.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
+#include "hash/text.h"
 
 namespace parklot {
 namespace {
@@ -19,36 +19,33 @@ namespace {
 // text from the environment: it is shortened and control characters are
 // replaced, so the report stays one line. No allocation (the first lock,
 // inside malloc, may parse the environment): formatted on the stack.
-void Reject(const char* prefix, absl::string_view name, absl::string_view value,
-            absl::string_view accepted, absl::string_view default_value) {
+void Reject(const char* prefix, const char* name, std::string_view value,
+            const char* accepted, const char* default_value) {
   constexpr size_t kShown = 48;
   char shown[kShown + 4];
   size_t n = 0;
-  for (char ch : value.substr(0, kShown)) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    shown[n++] = c < 0x20 || c == 0x7f ? '?' : ch;
+  for (; n < value.size() && n < kShown; ++n) {
+    const unsigned char c = static_cast<unsigned char>(value[n]);
+    shown[n] = c < 0x20 || c == 0x7f ? '?' : value[n];
   }
   if (value.size() > kShown) {
     for (int i = 0; i < 3; ++i) shown[n++] = '.';
   }
   shown[n] = '\0';
-  // One write(2) of one line: no stdio, and none of raw logging's source
-  // location prefix, which says nothing to a user.
-  char line[512];
-  const int len = absl::SNPrintF(
-      line, sizeof(line),
-      "parklot: ignoring %s%s=%s (accepted: %s); using the default %s\n",
-      prefix, name, shown, accepted, default_value);
-  if (len > 0) {
-    const size_t size = static_cast<size_t>(len) < sizeof(line)
-                            ? static_cast<size_t>(len)
-                            : sizeof(line) - 1;
-    const int saved_errno = errno;
-    const ssize_t w = write(STDERR_FILENO, line, size);
-    (void)w;
-    errno = saved_errno;
-  }
+  // One write(2) of one line: no stdio, and no source location prefix,
+  // which says nothing to a user.
+  SayLine("parklot: ignoring %s%s=%s (accepted: %s); using the default %s",
+          prefix, name, shown, accepted, default_value);
 }
+
+// A number as Reject shows a default or a rejected field.
+struct Shown {
+  char text[32];
+  explicit Shown(uint64_t n) { snprintf(text, sizeof(text), "%lu", n); }
+  explicit Shown(int64_t n) { snprintf(text, sizeof(text), "%ld", n); }
+  explicit Shown(int n) { snprintf(text, sizeof(text), "%d", n); }
+  explicit Shown(double d) { snprintf(text, sizeof(text), "%g", d); }
+};
 
 // The accepted ranges, as Reject words them. One place for each range:
 // the environment parser and SetConfig both go through the checks below.
@@ -93,11 +90,11 @@ const char* SpinName(SpinMode m) {
 void ReadBuckets(const char* name, size_t* out) {
   const char* v = getenv(name);
   if (v == nullptr) return;
-  size_t n;
-  if (absl::SimpleAtoi(v, &n) && ValidBuckets(n)) {
+  uint64_t n;
+  if (ParseUnsigned(v, UINT64_MAX, &n) && ValidBuckets(n)) {
     *out = n;
   } else {
-    Reject("", name, v, kBucketsRange, absl::AlphaNum(*out).Piece());
+    Reject("", name, v, kBucketsRange, Shown(uint64_t{*out}).text);
   }
 }
 
@@ -105,7 +102,7 @@ void ReadBool(const char* name, bool* out) {
   const char* v = getenv(name);
   if (v == nullptr || v[0] == '\0') return;
   bool b;
-  if (absl::SimpleAtob(v, &b)) {
+  if (ParseBool(v, &b)) {
     *out = b;
   } else {
     Reject("", name, v, kBoolRange, *out ? "1" : "0");
@@ -118,9 +115,9 @@ void ReadStats(Config* c) {
   const char* v = getenv("PARKLOT_STATS");
   if (v == nullptr || v[0] == '\0') return;
   bool b;
-  if (absl::SimpleAtob(v, &b)) {
+  if (ParseBool(v, &b)) {
     c->stats = b;
-  } else if (absl::string_view(v).find('/') != absl::string_view::npos) {
+  } else if (strchr(v, '/') != nullptr) {
     c->stats = true;
     c->stats_path = v;
   } else {
@@ -170,46 +167,47 @@ Config ConfigFromEnvironment() {
   ReadBuckets("PARKLOT_MAX_BUCKETS", &c.table.max_buckets);
   if (const char* v = getenv("PARKLOT_LOAD_FACTOR")) {
     double lf;
-    if (absl::SimpleAtod(v, &lf) && ValidLoadFactor(lf)) {
+    if (ParseDouble(v, &lf) && ValidLoadFactor(lf)) {
       c.table.load_factor = lf;
     } else {
       Reject("", "PARKLOT_LOAD_FACTOR", v, kLoadFactorRange,
-             absl::AlphaNum(defaults.table.load_factor).Piece());
+             Shown(defaults.table.load_factor).text);
     }
   }
   if (const char* v = getenv("PARKLOT_SPIN")) {
-    absl::string_view s(v);
-    int n;
+    std::string_view s(v);
+    int64_t n;
     if (s == "adaptive") {
       c.spin = SpinMode::kAdaptive;
     } else if (s == "off") {
       c.spin = SpinMode::kOff;
-    } else if (absl::SimpleAtoi(s, &n) && ValidSpinBudget(n)) {
+    } else if (ParseSigned(s, INT32_MIN, INT32_MAX, &n) &&
+               ValidSpinBudget(static_cast<int>(n))) {
       c.spin = n == 0 ? SpinMode::kOff : SpinMode::kFixed;
-      c.spin_budget = n;
+      c.spin_budget = static_cast<int>(n);
     } else {
       Reject("", "PARKLOT_SPIN", v, kSpinRange, SpinName(defaults.spin));
     }
   }
   if (const char* v = getenv("PARKLOT_FAIR_NS")) {
     int64_t ns;
-    if (absl::SimpleAtoi(v, &ns) && ValidFairNs(ns)) {
+    if (ParseSigned(v, INT64_MIN, INT64_MAX, &ns) && ValidFairNs(ns)) {
       c.fair_mean_ns = ns;
     } else {
       Reject("", "PARKLOT_FAIR_NS", v, kFairRange,
-             absl::AlphaNum(defaults.fair_mean_ns).Piece());
+             Shown(defaults.fair_mean_ns).text);
     }
   }
   ReadStats(&c);
   if (const char* v = getenv("PARKLOT_REPORT"); v != nullptr && v[0] != '\0') {
-    if (absl::string_view(v).find('/') != absl::string_view::npos) {
+    if (strchr(v, '/') != nullptr) {
       c.report_path = v;
     } else {
       Reject("", "PARKLOT_REPORT", v, kPathRange, "stderr");
     }
   }
   if (const char* v = getenv("PARKLOT_DEADLOCK"); v != nullptr && v[0] != '\0') {
-    absl::string_view s(v);
+    std::string_view s(v);
     if (s == "off") {
       c.deadlock = DeadlockMode::kOff;
     } else if (s == "report") {
@@ -225,19 +223,19 @@ Config ConfigFromEnvironment() {
   // A path only: a profile on stderr, mixed with the program's own output,
   // is not something pprof can read.
   if (const char* v = getenv("PARKLOT_PROFILE"); v != nullptr && v[0] != '\0') {
-    if (absl::string_view(v).find('/') != absl::string_view::npos) {
+    if (strchr(v, '/') != nullptr) {
       c.profile_path = v;
     } else {
       Reject("", "PARKLOT_PROFILE", v, kPathRange, "off");
     }
   }
   if (const char* v = getenv("PARKLOT_PROFILE_RATE")) {
-    int n;
-    if (absl::SimpleAtoi(v, &n) && ValidProfileRate(n)) {
-      c.profile_rate = n;
+    int64_t n;
+    if (ParseSigned(v, 1, kMaxProfileRate, &n)) {
+      c.profile_rate = static_cast<int>(n);
     } else {
       Reject("", "PARKLOT_PROFILE_RATE", v, kProfileRateRange,
-             absl::AlphaNum(defaults.profile_rate).Piece());
+             Shown(defaults.profile_rate).text);
     }
   }
   return c;
@@ -246,9 +244,16 @@ Config ConfigFromEnvironment() {
 int SanitizeConfig(Config* c) {
   const Config defaults;
   int replaced = 0;
-  auto reject = [&](absl::string_view field, absl::string_view value,
-                    absl::string_view accepted, absl::string_view def) {
-    Reject("SetConfig ", field, value, accepted, def);
+  auto text = [](const auto& v) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, Shown>) {
+      return static_cast<const char*>(v.text);
+    } else {
+      return static_cast<const char*>(v);
+    }
+  };
+  auto reject = [&](const char* field, const Shown& value,
+                    const char* accepted, const auto& def) {
+    Reject("SetConfig ", field, value.text, accepted, text(def));
     ++replaced;
   };
   TableOptions& t = c->table;
@@ -256,54 +261,54 @@ int SanitizeConfig(Config* c) {
   if (t.policy != GrowthPolicy::kThreads && t.policy != GrowthPolicy::kCpus &&
       t.policy != GrowthPolicy::kFixed &&
       t.policy != GrowthPolicy::kAdaptive) {
-    reject("table.policy", absl::AlphaNum(policy).Piece(),
+    reject("table.policy", Shown(policy),
            "kThreads, kCpus, kFixed or kAdaptive",
            GrowthPolicyName(defaults.table.policy));
     t.policy = defaults.table.policy;
   }
   if (!ValidBuckets(t.buckets)) {
-    reject("table.buckets", absl::AlphaNum(t.buckets).Piece(), kBucketsRange,
-           absl::AlphaNum(defaults.table.buckets).Piece());
+    reject("table.buckets", Shown(t.buckets), kBucketsRange,
+           Shown(defaults.table.buckets));
     t.buckets = defaults.table.buckets;
   }
   if (!ValidBuckets(t.max_buckets)) {
-    reject("table.max_buckets", absl::AlphaNum(t.max_buckets).Piece(),
-           kBucketsRange, absl::AlphaNum(defaults.table.max_buckets).Piece());
+    reject("table.max_buckets", Shown(t.max_buckets),
+           kBucketsRange, Shown(defaults.table.max_buckets));
     t.max_buckets = defaults.table.max_buckets;
   }
   if (!ValidLoadFactor(t.load_factor)) {
-    reject("table.load_factor", absl::AlphaNum(t.load_factor).Piece(),
+    reject("table.load_factor", Shown(t.load_factor),
            kLoadFactorRange,
-           absl::AlphaNum(defaults.table.load_factor).Piece());
+           Shown(defaults.table.load_factor));
     t.load_factor = defaults.table.load_factor;
   }
   if (c->spin != SpinMode::kAdaptive && c->spin != SpinMode::kOff &&
       c->spin != SpinMode::kFixed) {
-    reject("spin", absl::AlphaNum(static_cast<int>(c->spin)).Piece(),
+    reject("spin", Shown(static_cast<int>(c->spin)),
            "kAdaptive, kOff or kFixed", SpinName(defaults.spin));
     c->spin = defaults.spin;
   }
   if (!ValidSpinBudget(c->spin_budget)) {
-    reject("spin_budget", absl::AlphaNum(c->spin_budget).Piece(),
+    reject("spin_budget", Shown(c->spin_budget),
            "a whole number from 0 to 64",
-           absl::AlphaNum(defaults.spin_budget).Piece());
+           Shown(defaults.spin_budget));
     c->spin_budget = defaults.spin_budget;
   }
   if (!ValidFairNs(c->fair_mean_ns)) {
-    reject("fair_mean_ns", absl::AlphaNum(c->fair_mean_ns).Piece(), kFairRange,
-           absl::AlphaNum(defaults.fair_mean_ns).Piece());
+    reject("fair_mean_ns", Shown(c->fair_mean_ns), kFairRange,
+           Shown(defaults.fair_mean_ns));
     c->fair_mean_ns = defaults.fair_mean_ns;
   }
   if (c->deadlock != DeadlockMode::kOff &&
       c->deadlock != DeadlockMode::kReport &&
       c->deadlock != DeadlockMode::kAbort) {
-    reject("deadlock", absl::AlphaNum(static_cast<int>(c->deadlock)).Piece(),
+    reject("deadlock", Shown(static_cast<int>(c->deadlock)),
            "kOff, kReport or kAbort", DeadlockName(defaults.deadlock));
     c->deadlock = defaults.deadlock;
   }
   if (!ValidProfileRate(c->profile_rate)) {
-    reject("profile_rate", absl::AlphaNum(c->profile_rate).Piece(),
-           kProfileRateRange, absl::AlphaNum(defaults.profile_rate).Piece());
+    reject("profile_rate", Shown(c->profile_rate), kProfileRateRange,
+           Shown(defaults.profile_rate).text);
     c->profile_rate = defaults.profile_rate;
   }
   return replaced;
@@ -337,26 +342,19 @@ bool SetConfig(const Config& config) {
   return true;
 }
 
-std::string DescribeConfig(const Config& c) {
-  std::string policy = GrowthPolicyName(c.table.policy);
-  if (c.table.policy == GrowthPolicy::kFixed) {
-    absl::StrAppend(&policy, ":", c.table.buckets);
+void DescribeConfig(const Config& c, TextBuffer* out) {
+  out->Add("policy=%s", GrowthPolicyName(c.table.policy));
+  if (c.table.policy == GrowthPolicy::kFixed) out->Add(":%zu", c.table.buckets);
+  out->Add(" buckets=%zu max_buckets=%zu load_factor=%g spin=%s",
+           c.table.buckets, c.table.max_buckets, c.table.load_factor,
+           SpinName(c.spin));
+  if (c.spin == SpinMode::kFixed) out->Add(":%d", c.spin_budget);
+  out->Add(" fair_ns=%ld stats=%d", c.fair_mean_ns, c.stats ? 1 : 0);
+  if (c.syscall_futex) out->Add(" syscall_futex=1");
+  if (c.deadlock != DeadlockMode::kOff) {
+    out->Add(" deadlock=%s", DeadlockName(c.deadlock));
   }
-  const char* spin = SpinName(c.spin);
-  return absl::StrCat("policy=", policy, " buckets=", c.table.buckets,
-                      " max_buckets=", c.table.max_buckets,
-                      " load_factor=", c.table.load_factor, " spin=", spin,
-                      c.spin == SpinMode::kFixed
-                          ? absl::StrCat(":", c.spin_budget)
-                          : std::string(),
-                      " fair_ns=", c.fair_mean_ns, " stats=", c.stats ? 1 : 0,
-                      c.syscall_futex ? " syscall_futex=1" : "",
-                      c.deadlock != DeadlockMode::kOff
-                          ? absl::StrCat(" deadlock=", DeadlockName(c.deadlock))
-                          : std::string(),
-                      c.profile_path != nullptr
-                          ? absl::StrCat(" profile_rate=", c.profile_rate)
-                          : std::string());
+  if (c.profile_path != nullptr) out->Add(" profile_rate=%d", c.profile_rate);
 }
 
 }  // namespace parklot

@@ -51,6 +51,7 @@
 #include <string>
 
 #include "hash/bucket_table.h"
+#include "hash/text.h"
 
 namespace parklot {
 
@@ -126,8 +127,15 @@ bool SetConfig(const Config& config);
 
 // One line describing `config`, e.g. "policy=adaptive buckets=16 ...".
 // " syscall_futex=1", " deadlock=report|abort" and " profile_rate=N" end
-// it only when those knobs are on.
-std::string DescribeConfig(const Config& config);
+// it only when those knobs are on. Appended to `out`; no allocation.
+void DescribeConfig(const Config& config, TextBuffer* out);
+// The same as a std::string (for tests and tools; not the shim).
+inline std::string DescribeConfig(const Config& config) {
+  char buf[512];
+  TextBuffer out(buf, sizeof(buf));
+  DescribeConfig(config, &out);
+  return std::string(out.view());
+}
 
 }  // namespace parklot
 

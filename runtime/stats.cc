@@ -1,24 +1,23 @@
 #include "runtime/stats.h"
 
-#include "absl/strings/str_format.h"
 
 namespace parklot {
 
-std::string FormatStats(const Stats& s) {
-  return absl::StrFormat(
-      "table: %zu buckets, %u growths, %u growth failures\n"
-      "retired tables: %u, %u KiB (kept mapped)\n"
-      "threads: %zu live, %u registered\n"
-      "parks: %u (timed out %u, refused by validate %u)\n"
-      "unparks: %u\n"
-      "spins: %u phases, %u acquired while spinning\n"
-      "handoffs: %u\n"
-      "bucket locks: %u contended (%u won spinning, %u slept), %u sleeps, "
-      "%u wakes\n"
-      "bucket lock holds: %u sampled, mean %u ns, %u of 20 us or more "
+void FormatStats(const Stats& s, TextBuffer* out) {
+  out->Add(
+      "table: %zu buckets, %lu growths, %lu growth failures\n"
+      "retired tables: %lu, %lu KiB (kept mapped)\n"
+      "threads: %zu live, %lu registered\n"
+      "parks: %lu (timed out %lu, refused by validate %lu)\n"
+      "unparks: %lu\n"
+      "spins: %lu phases, %lu acquired while spinning\n"
+      "handoffs: %lu\n"
+      "bucket locks: %lu contended (%lu won spinning, %lu slept), %lu sleeps, "
+      "%lu wakes\n"
+      "bucket lock holds: %lu sampled, mean %lu ns, %lu of 20 us or more "
       "(holder descheduled)\n"
-      "growth reasons: %u for threads, %u for collisions; collisions: %u of "
-      "%u sampled bucket locks (%.1f%%)\n",
+      "growth reasons: %lu for threads, %lu for collisions; collisions: %lu of "
+      "%lu sampled bucket locks (%.1f%%)\n",
       s.buckets, s.growths, s.growth_failures, s.retired_tables,
       (s.retired_bytes + 1023) / 1024, s.live_threads,
       s.threads_registered, s.parks, s.timeouts, s.invalid, s.unparks, s.spins,

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "hash/text.h"
+
 namespace parklot {
 
 struct Stats {
@@ -57,15 +59,29 @@ struct Stats {
 // without stopping them, so figures of running threads may lag). Thread-safe.
 Stats GetStats();
 
-// Multi-line human-readable form of `stats`.
-std::string FormatStats(const Stats& stats);
+// Multi-line human-readable form of `stats`, appended to `out`; no
+// allocation.
+void FormatStats(const Stats& stats, TextBuffer* out);
+inline std::string FormatStats(const Stats& stats) {
+  char buf[2048];
+  TextBuffer out(buf, sizeof(buf));
+  FormatStats(stats, &out);
+  return std::string(out.view());
+}
 
 // What `parklot info` prints of this process's lot, one item per line:
 // the configuration in force (DescribeConfig), the CPUs in the affinity
 // mask, and the table's size and whether it may grow. Fixes the
 // configuration and initializes the lot, as its first use would.
-// Thread-safe; allocates the returned string (not for lock paths).
-std::string DescribeLot();
+// Thread-safe; appended to `out`, no allocation (not for lock paths: it
+// may initialize the lot).
+void DescribeLot(TextBuffer* out);
+inline std::string DescribeLot() {
+  char buf[1024];
+  TextBuffer out(buf, sizeof(buf));
+  DescribeLot(&out);
+  return std::string(out.view());
+}
 
 }  // namespace parklot
 

@@ -6,11 +6,11 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <new>
 
-#include "absl/base/internal/raw_logging.h"
-#include "absl/strings/str_cat.h"
 #include "hash/futex.h"
+#include "hash/text.h"
 #include "runtime/config.h"
 #include "runtime/fork.h"
 #include "runtime/stats.h"
@@ -122,10 +122,11 @@ void InitOnce() {
       // with EINVAL and never touches another library's key.
       r->exit_key = PTHREAD_KEYS_MAX;
       // Secure mode writes nothing (DESIGN.md invariant 8).
-      if (!SecureMode()) ABSL_RAW_LOG(WARNING,
-                   "parklot: pthread_key_create failed (error %d): exited "
-                   "threads will stay counted as live",
-                   rc);
+      if (!SecureMode()) {
+        SayLine("parklot: pthread_key_create failed (error %d): exited "
+                "threads will stay counted as live",
+                rc);
+      }
     }
     TableOptions table = GetConfig().table;
     if (table.cpus == 0) table.cpus = g_online_cpus;
@@ -297,7 +298,8 @@ ThreadData* internal::RegisterCurrentThread() {
     index = r.next_fresh++;
   } else {
     r.lock.Unlock();
-    ABSL_RAW_LOG(FATAL, "parklot: more than %u live threads", kMaxSlots - 1);
+    SayLine("parklot: more than %u live threads", kMaxSlots - 1);
+    abort();
   }
   td->index = index;
   BucketLock::CountInto(&td->counters.bucket_lock);
@@ -334,11 +336,7 @@ bool SleepOnParker(ThreadData* td, const Deadline& deadline) {
   const struct timespec* tsp = nullptr;
   int op = FUTEX_WAIT_BITSET_PRIVATE;
   if (!deadline.is_never()) {
-    if (deadline.when <= absl::UnixEpoch()) {
-      ts = {0, 0};
-    } else {
-      ts = absl::ToTimespec(deadline.when);
-    }
+    ts = deadline.ToTimespec();
     tsp = &ts;
     if (deadline.clock == CLOCK_REALTIME) op |= FUTEX_CLOCK_REALTIME;
   }
@@ -455,13 +453,13 @@ uint32_t HighestIndex() {
 
 }  // namespace registry
 
-std::string DescribeLot() {
+void DescribeLot(TextBuffer* out) {
   BucketTable& table = GlobalTable();
-  return absl::StrCat("config: ", DescribeConfig(GetConfig()),
-                      "\ncpus: ", registry::AllowedCpus(),
-                      " in the affinity mask\ntable: ", table.bucket_count(),
-                      " buckets now, growth ",
-                      table.immutable() ? "off (immutable)" : "on", "\n");
+  out->Add("config: ");
+  DescribeConfig(GetConfig(), out);
+  out->Add("\ncpus: %zu in the affinity mask\ntable: %zu buckets now, growth %s\n",
+           registry::AllowedCpus(), table.bucket_count(),
+           table.immutable() ? "off (immutable)" : "on");
 }
 
 Stats GetStats() {

@@ -8,34 +8,34 @@
 #define PARKLOT_SYNC_CHRONO_H_
 
 #include <chrono>
+#include <cstdint>
 #include <type_traits>
 
-#include "absl/time/time.h"
 #include "runtime/deadline.h"
 
 namespace parklot {
 namespace internal {
 
-// `d` as an absl::Duration, rounded up to a whole nanosecond (a timed wait
-// never ends early for want of precision). Beyond what int64 nanoseconds
-// hold (about 292 years) it saturates to +/-absl::InfiniteDuration(), so
+// `d` in nanoseconds, rounded up to a whole nanosecond (a timed wait never
+// ends early for want of precision). Beyond what int64 nanoseconds hold
+// (about 292 years) it saturates to Deadline::kNever or INT64_MIN, so
 // duration::max() and time_point::max() of any period mean "no deadline"
 // instead of overflowing into the past. Any arithmetic Rep.
 template <class Rep, class Period>
-absl::Duration FromChronoDuration(const std::chrono::duration<Rep, Period>& d) {
+int64_t FromChronoDuration(const std::chrono::duration<Rep, Period>& d) {
   // 9e9 s is just inside int64 nanoseconds (9.22e9 s).
   constexpr double kLimitSeconds = 9e9;
   const double seconds = std::chrono::duration<double>(d).count();
-  if (seconds >= kLimitSeconds) return absl::InfiniteDuration();
-  if (seconds <= -kLimitSeconds) return -absl::InfiniteDuration();
-  return absl::FromChrono(std::chrono::ceil<std::chrono::nanoseconds>(d));
+  if (seconds >= kLimitSeconds) return Deadline::kNever;
+  if (seconds <= -kLimitSeconds) return INT64_MIN;
+  return std::chrono::ceil<std::chrono::nanoseconds>(d).count();
 }
 
 // `d` from now on CLOCK_MONOTONIC: the relative timeouts (try_lock_for,
 // try_acquire_for, wait_for), which the standard measures on steady_clock.
 template <class Rep, class Period>
 Deadline DeadlineAfter(const std::chrono::duration<Rep, Period>& d) {
-  return Deadline::In(FromChronoDuration(d));
+  return Deadline::InNanos(FromChronoDuration(d));
 }
 
 // Runs `attempt(Deadline) -> bool` (true: done, false: its deadline passed)
@@ -51,13 +51,15 @@ template <class Clock, class Duration, class F>
 bool UntilClock(const std::chrono::time_point<Clock, Duration>& t, F attempt) {
   if constexpr (std::is_same_v<Clock, std::chrono::system_clock>) {
     // C++20: system_clock's epoch is the Unix epoch.
-    return attempt(Deadline::Realtime(absl::UnixEpoch() +
-                                      FromChronoDuration(t.time_since_epoch())));
+    const int64_t ns = FromChronoDuration(t.time_since_epoch());
+    return attempt(ns == Deadline::kNever ? Deadline::Never()
+                                          : Deadline::RealtimeAt(ns));
   } else if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
     // libstdc++'s steady_clock reads CLOCK_MONOTONIC, which is Deadline's
     // monotonic encoding (time since boot from the epoch).
-    return attempt(Deadline::Monotonic(absl::UnixEpoch() +
-                                       FromChronoDuration(t.time_since_epoch())));
+    const int64_t ns = FromChronoDuration(t.time_since_epoch());
+    return attempt(ns == Deadline::kNever ? Deadline::Never()
+                                          : Deadline::MonotonicAt(ns));
   } else {
     for (;;) {
       if (attempt(DeadlineAfter(t - Clock::now()))) return true;

@@ -2,7 +2,7 @@
 
 #include <errno.h>
 
-#include "absl/base/internal/raw_logging.h"
+#include "hash/text.h"
 #include "runtime/spin.h"
 
 namespace parklot {
@@ -113,7 +113,8 @@ void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
 
 void Mutex::AssertHeld() const {
   if (!HeldByCurrentThread()) {
-    ABSL_RAW_LOG(FATAL, "parklot::Mutex %p not held by this thread", this);
+    SayLine("parklot::Mutex %p not held by this thread", static_cast<const void*>(this));
+    abort();
   }
 }
 

@@ -2,7 +2,7 @@
 
 #include <cerrno>
 
-#include "absl/base/internal/raw_logging.h"
+#include "hash/text.h"
 #include "runtime/spin.h"
 
 namespace parklot {
@@ -377,7 +377,8 @@ bool SharedMutexCore::UnlockSharedToPendingWriter(
 void SharedMutex::LockShared() {
   const int rc = SharedMutexCore::LockShared(&word_, &ema_);
   if (rc != 0) {
-    ABSL_RAW_LOG(FATAL, "parklot::SharedMutex: too many readers (%d)", rc);
+    SayLine("parklot::SharedMutex: too many readers (%d)", rc);
+    abort();
   }
 }
 

@@ -324,7 +324,7 @@ TEST(ParkDeadline, MonotonicTimeoutDoesNotReturnEarly) {
   EXPECT_EQ(rec.left_queue_calls, 1);
   EXPECT_TRUE(rec.was_last_thread);
   // Only a lower bound: a loaded machine may return late, never early.
-  EXPECT_GE(rec.mono_after, d.when);
+  EXPECT_GE(rec.mono_after, d.when());
 }
 
 TEST(ParkDeadline, RealtimeTimeoutDoesNotReturnEarly) {
@@ -335,22 +335,43 @@ TEST(ParkDeadline, RealtimeTimeoutDoesNotReturnEarly) {
   const auto& rec = t.Join();
   EXPECT_TRUE(rec.result.timed_out());
   EXPECT_EQ(rec.left_queue_calls, 1);
-  EXPECT_GE(rec.real_after, d.when);
+  EXPECT_GE(rec.real_after, d.when());
 }
 
 TEST(ParkDeadline, InUsesTheMonotonicClock) {
   const absl::Time before = MonotonicNow();
   const Deadline d = Deadline::In(absl::Seconds(5));
   EXPECT_EQ(d.clock, CLOCK_MONOTONIC);
-  EXPECT_GE(d.when, before + absl::Seconds(5));
-  EXPECT_LE(d.when, MonotonicNow() + absl::Seconds(5));
+  EXPECT_GE(d.when(), before + absl::Seconds(5));
+  EXPECT_LE(d.when(), MonotonicNow() + absl::Seconds(5));
   EXPECT_TRUE(Deadline::In(absl::InfiniteDuration()).is_never());
   EXPECT_TRUE(Deadline::Never().is_never());
   EXPECT_FALSE(Deadline::In(absl::Hours(1e6)).is_never());
   const Deadline ts =
       Deadline::FromTimespec(timespec{12, 345}, CLOCK_REALTIME);
   EXPECT_EQ(ts.clock, CLOCK_REALTIME);
-  EXPECT_EQ(ts.when, absl::FromUnixNanos(12000000345));
+  EXPECT_EQ(ts.when(), absl::FromUnixNanos(12000000345));
+  EXPECT_EQ(ts.ns, 12000000345);
+  // Beyond int64 nanoseconds: the latest finite deadline, never "never".
+  EXPECT_EQ(Deadline::FromTimespec(timespec{INT64_MAX, 999999999},
+                                   CLOCK_REALTIME).ns,
+            Deadline::kNever - 1);
+  EXPECT_EQ(Deadline::FromTimespec(timespec{INT64_MIN, 0}, CLOCK_MONOTONIC).ns,
+            INT64_MIN);
+  EXPECT_EQ(Deadline::MonotonicAt(5).Shifted(INT64_MAX).ns,
+            Deadline::kNever - 1);
+  EXPECT_EQ(Deadline::MonotonicAt(-5).Shifted(INT64_MIN).ns, INT64_MIN);
+  EXPECT_TRUE(Deadline::Never().Shifted(-5).is_never());
+  EXPECT_EQ(Deadline::Monotonic(absl::FromUnixSeconds(INT64_MAX)).ns,
+            Deadline::kNever - 1);
+  EXPECT_EQ(Deadline::Realtime(absl::InfinitePast()).ns, INT64_MIN);
+  // At or before the clock's zero the futex gets {0, 0}: expired at once.
+  const struct timespec zero = Deadline::RealtimeAt(-1).ToTimespec();
+  EXPECT_EQ(zero.tv_sec, 0);
+  EXPECT_EQ(zero.tv_nsec, 0);
+  const struct timespec later = Deadline::RealtimeAt(12000000345).ToTimespec();
+  EXPECT_EQ(later.tv_sec, 12);
+  EXPECT_EQ(later.tv_nsec, 345);
 }
 
 TEST(ParkDeadline, HugeDeadlinesStillSleepAndWake) {
@@ -547,7 +568,7 @@ TEST_F(ParkSignals, TimedParkSurvivesSignalsUntilItsDeadline) {
   Disturb(t, t.native_handle(), 10);
   const auto& rec = t.Join();
   EXPECT_TRUE(rec.result.timed_out());
-  EXPECT_GE(rec.mono_after, d.when);
+  EXPECT_GE(rec.mono_after, d.when());
 }
 
 // --- UnparkRequeue ----------------------------------------------------------

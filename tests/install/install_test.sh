@@ -36,7 +36,7 @@ clean() {
 
 echo "== install"
 clean src/install --tree src/tree.tar --prefix "$prefix" || { echo "FAIL: tools/install"; exit 1; }
-for f in bin/parklot lib/libparklot_preload.so lib/libparklot.so lib/libparklot.so.0 lib/libparklot.a \
+for f in bin/parklot lib/libparklot_preload.so lib/libparklot_diag.so lib/libparklot.so lib/libparklot.so.0 lib/libparklot.a \
          lib/parklot/parklot-info include/parklot/mutex.h lib/pkgconfig/parklot.pc \
          lib/cmake/parklot/parklotConfig.cmake share/man/man1/parklot.1; do
   [ -e "$prefix/$f" ] || fail "$f not installed"
@@ -54,7 +54,7 @@ others=$(grep -v -e '^parklot::' -e '^typeinfo \(name \)\?for parklot::' -e '^vt
   -e '^TLS \(init\|wrapper\) function for parklot::' -e '^guard variable for parklot::' <<<"$exports")
 grep -q '^parklot::MutexCore::LockSlow' <<<"$exports" || fail "parklot::MutexCore::LockSlow not exported"
 [ -z "$others" ] && pass "$n exports, all parklot::" || fail "exports besides parklot::: $others"
-for f in lib/libparklot.so.0 lib/libparklot_preload.so lib/parklot/parklot-info; do
+for f in lib/libparklot.so.0 lib/libparklot_preload.so lib/libparklot_diag.so lib/parklot/parklot-info; do
   if readelf -d "$prefix/$f" | grep -qE 'RPATH|RUNPATH'; then fail "$f has a run path into the build tree"; fi
 done
 stray=$(grep -rIl -e bazel-out -e execroot -e _solib "$prefix")

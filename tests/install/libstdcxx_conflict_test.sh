@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The shim needs a libstdc++ with GCC 11's symbol versions (through
-# Abseil's shared libraries). A program run with an older libstdc++.so.6
-# first on LD_LIBRARY_PATH (a vendored runtime) could not start under the
-# shim at all; `parklot run` now preloads the system's libstdc++ ahead of
-# the shim when the program loads cleanly alone but not with the shim.
+# A program run with an older libstdc++.so.6 first on its search path (a
+# vendored runtime on LD_LIBRARY_PATH or its RUNPATH) starts under a plain
+# LD_PRELOAD of the shim, and its locks are served: the shim loads with libc
+# alone (no libstdc++, no Abseil; docs/design.md, "The shim's footprint").
+# A shim that needed libstdc++ (through Abseil's shared libraries, as until
+# 0.2.0's did) could not start there at all. The diagnostics object does need the
+# system's libstdc++: under PARKLOT_STATS or PARKLOT_DEADLOCK it then cannot
+# load, and the program runs anyway, the report saying what is missing.
 #
 #   libstdcxx_conflict_test.sh TREE_TAR
 # A stand-in "older libstdc++" (soname libstdc++.so.6, only the GLIBCXX_3.4
@@ -56,12 +59,34 @@ check() {  # label, want, then the command
 
 # Alone, the program runs on its own libstdc++.
 check "alone" "libstdc++ bound, shim absent" env LD_LIBRARY_PATH="$work/old" "$work/prog"
-# The stand-in reproduces the conflict: a plain LD_PRELOAD cannot start.
-if env LD_LIBRARY_PATH="$work/old" LD_PRELOAD="$shim" "$work/prog" >/dev/null 2>&1; then
-  echo "FAIL: precondition: the old libstdc++ on LD_LIBRARY_PATH did not stop the plain preload"
+# The stand-in is a real conflict: the system's libstdc++-linked tools
+# cannot start with it first.
+if env LD_LIBRARY_PATH="$work/old" "$work/tree/lib/parklot/parklot-info" >/dev/null 2>&1; then
+  echo "FAIL: precondition: parklot-info (C++) started with the old libstdc++ first"
   status=1
 else
-  echo "ok: precondition: a plain LD_PRELOAD does not start with the old libstdc++ first"
+  echo "ok: precondition: a C++ program of this system does not start with the old libstdc++ first"
+fi
+check "plain LD_PRELOAD, old libstdc++ on LD_LIBRARY_PATH" "libstdc++ bound, shim active" \
+  env LD_LIBRARY_PATH="$work/old" LD_PRELOAD="$shim" "$work/prog"
+check "plain LD_PRELOAD, old libstdc++ on the program's RUNPATH" "libstdc++ bound, shim active" \
+  env LD_PRELOAD="$shim" "$work/prog"
+# Its lock was served by the shim.
+env LD_LIBRARY_PATH="$work/old" LD_PRELOAD="$shim" PARKLOT_STATS=1 "$work/prog" >"$work/out" 2>"$work/err"
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q '^served by parklot: 1 mutex acquisitions' "$work/err" &&
+   grep -q '^call sites: module+offset only (no symbolizer: .*libparklot_diag.so did not load' "$work/err"; then
+  echo "ok: PARKLOT_STATS: the lock served; call sites unnamed, as the diagnostics object cannot load"
+else
+  echo "FAIL: PARKLOT_STATS with the old libstdc++: exit $rc"; cat "$work/err"; status=1
+fi
+env LD_LIBRARY_PATH="$work/old" LD_PRELOAD="$shim" PARKLOT_DEADLOCK=report "$work/prog" >"$work/out" 2>"$work/err"
+rc=$?
+if [ "$rc" -eq 0 ] && [ "$(cat "$work/out")" = "libstdc++ bound, shim active" ] &&
+   grep -q '^parklot: PARKLOT_DEADLOCK needs libparklot_diag.so, beside the shim: .*detection off$' "$work/err"; then
+  echo "ok: PARKLOT_DEADLOCK: runs, detection off, said in one line"
+else
+  echo "FAIL: PARKLOT_DEADLOCK with the old libstdc++: exit $rc"; cat "$work/out" "$work/err"; status=1
 fi
 check "parklot run, old libstdc++ on LD_LIBRARY_PATH" "libstdc++ bound, shim active" \
   env LD_LIBRARY_PATH="$work/old" "$launcher" run -- "$work/prog"

@@ -34,7 +34,7 @@ echo "Depends: $depends"
 # The package names alone, one a line.
 declared=$(tr ',' '\n' <<<"$depends" | awk '{ print $1 }')
 dpkg-deb -x "$deb" "$work/x"
-for elf in usr/bin/parklot usr/lib/libparklot.so.0 usr/lib/libparklot_preload.so usr/lib/parklot/parklot-info; do
+for elf in usr/bin/parklot usr/lib/libparklot.so.0 usr/lib/libparklot_preload.so usr/lib/libparklot_diag.so usr/lib/parklot/parklot-info; do
   [ -e "$work/x/$elf" ] || { fail "$elf not in the package"; continue; }
   [ "$(head -c 4 "$work/x/$elf")" = $'\x7fELF' ] || continue
   # Every library it loads (but parklot's own) comes from a declared package.
@@ -49,12 +49,13 @@ for elf in usr/bin/parklot usr/lib/libparklot.so.0 usr/lib/libparklot_preload.so
   unused=$(LD_LIBRARY_PATH="$work/x/usr/lib" ldd -u "$work/x/$elf" | sed -n 's/^\t//p' | tr '\n' ' ')
   [ -z "$unused" ] || fail "$elf links libraries it does not use: $unused"
 done
-# Retired tables stay mapped (no grace periods): the shim needs no liburcu.
-if readelf -d "$work/x/usr/lib/libparklot_preload.so" | grep -q 'NEEDED.*\[liburcu'; then
-  fail "the shim still needs liburcu"
-else
-  pass "the shim does not need liburcu"
-fi
+# The shim loads with libc alone (no liburcu: retired tables stay mapped;
+# no Abseil, no libstdc++: those are the diagnostics object's).
+extra=$(readelf -d "$work/x/usr/lib/libparklot_preload.so" |
+  awk '/\(NEEDED\)/ {gsub(/[][]/, "", $5); print $5}' |
+  grep -vxE 'libc\.so\.6|libm\.so\.6|libgcc_s\.so\.1|ld-linux-x86-64\.so\.2')
+[ -z "$extra" ] && pass "the shim needs libc, libm, libgcc_s and the loader at most" ||
+  fail "the shim needs $(echo $extra)"
 grep -q libabsl <<<"$depends" && pass "Abseil declared" || fail "Abseil missing from Depends"
 
 echo "== dpkg into a scratch root"

@@ -80,12 +80,12 @@ TEST(CondVarTest, TimedWaitsTimeOutHoldingTheMutex) {
   // Future deadlines: no earlier than the deadline on its own clock.
   const Deadline rt = Deadline::Realtime(RealtimeNow() + absl::Milliseconds(20));
   EXPECT_FALSE(cv.WaitUntil(mu, rt));
-  EXPECT_GE(RealtimeNow(), rt.when);
+  EXPECT_GE(RealtimeNow(), rt.when());
   EXPECT_TRUE(mu.HeldByCurrentThread());
   const Deadline mono =
       Deadline::Monotonic(MonotonicNow() + absl::Milliseconds(20));
   EXPECT_FALSE(cv.WaitUntil(mu, mono));
-  EXPECT_GE(MonotonicNow(), mono.when);
+  EXPECT_GE(MonotonicNow(), mono.when());
   EXPECT_TRUE(mu.HeldByCurrentThread());
   const absl::Time t0 = MonotonicNow();
   EXPECT_FALSE(cv.WaitFor(mu, absl::Milliseconds(20)));

@@ -185,12 +185,12 @@ TEST(MutexTest, TimedLockTimesOutNoEarlierThanItsDeadlineOnEitherClock) {
   OnOtherThread([&] {
     const Deadline rt = Deadline::Realtime(RealtimeNow() + absl::Milliseconds(30));
     EXPECT_FALSE(mu.LockUntil(rt));
-    EXPECT_GE(RealtimeNow(), rt.when);
+    EXPECT_GE(RealtimeNow(), rt.when());
 
     const Deadline mono =
         Deadline::Monotonic(MonotonicNow() + absl::Milliseconds(30));
     EXPECT_FALSE(mu.LockUntil(mono));
-    EXPECT_GE(MonotonicNow(), mono.when);
+    EXPECT_GE(MonotonicNow(), mono.when());
 
     const absl::Time before = MonotonicNow();
     EXPECT_FALSE(mu.LockFor(absl::Milliseconds(30)));
@@ -239,7 +239,7 @@ TEST(MutexTest, TimedLockAcquiresWhenReleasedBeforeDeadline) {
       waiter.Publish();
       const absl::Time base =
           clock == CLOCK_REALTIME ? RealtimeNow() : MonotonicNow();
-      const Deadline d{base + absl::Seconds(60), clock};
+      const Deadline d{Deadline::Monotonic(base + absl::Seconds(60)).ns, clock};
       got = mu.LockUntil(d);
       if (got) mu.Unlock();
     });
@@ -621,7 +621,7 @@ TEST(RecursiveMutexTest, TimedVariants) {
   OnOtherThread([&] {
     const Deadline rt = Deadline::Realtime(RealtimeNow() + absl::Milliseconds(20));
     EXPECT_FALSE(mu.LockUntil(rt));
-    EXPECT_GE(RealtimeNow(), rt.when);
+    EXPECT_GE(RealtimeNow(), rt.when());
     EXPECT_FALSE(mu.LockFor(absl::Milliseconds(5)));
   });
   for (int i = 0; i < 3; ++i) EXPECT_EQ(mu.Unlock(), 0);
