@@ -5,15 +5,19 @@
  * in turn within every round (interleaved); the report gives each one's
  * median [min - max] and its ratio to the plain run.
  *
- *   startup_cost [--rounds=N] [--spawns=N] [--threads=N] SELF_OR_PROG
- *                NAME=PRELOAD...
+ *   startup_cost [--rounds=N] [--spawns=N] [--threads=N] [--perf=N]
+ *                SELF_OR_PROG NAME=PRELOAD...
  *
  * SELF_OR_PROG is the program each spawn runs (e.g. /bin/true); the
  * thread burst re-runs this binary with --burst=N. "plain" (no preload)
- * always comes first. Example:
+ * always comes first. With --perf=N the start-up figure is perf's instead:
+ * `perf stat -r N -x, -e task-clock PROG` per configuration and round (the
+ * mean of N runs as perf counts it, CPU from exec to exit), the medians
+ * taken over the interleaved rounds. Example:
  *   startup_cost /bin/true jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 \
  *       parklot=bazel-bin/preload/libparklot_preload.so */
 #define _GNU_SOURCE 1
+#include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -85,6 +89,71 @@ static double run(char* const argv[], const char* preload, int times) {
   return us / times;
 }
 
+/* `perf stat -r times -x, -e task-clock prog` with LD_PRELOAD=preload
+ * (NULL: none) in the environment perf gives the program; returns perf's
+ * mean task-clock in microseconds, or -1. */
+static double run_perf(const char* prog, const char* preload, int times) {
+  char** env = NULL;
+  size_t n = 0;
+  while (environ[n] != NULL) ++n;
+  env = calloc(n + 2, sizeof(char*));
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0) env[k++] = environ[i];
+  }
+  char var[4096];
+  if (preload != NULL) {
+    snprintf(var, sizeof(var), "LD_PRELOAD=%s", preload);
+    env[k++] = var;
+  }
+  env[k] = NULL;
+  char reps[16];
+  snprintf(reps, sizeof(reps), "%d", times);
+  char* argv[] = {"perf", "stat", "-r", reps, "-x,", "-e", "task-clock",
+                  "--", (char*)prog, NULL};
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 2);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  pid_t pid;
+  const int rc = posix_spawnp(&pid, "perf", &fa, NULL, argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  free(env);
+  if (rc != 0) {
+    close(out[0]);
+    fprintf(stderr, "startup_cost: cannot run perf\n");
+    return -1;
+  }
+  char text[8192];
+  size_t len = 0;
+  ssize_t got;
+  while (len < sizeof(text) - 1 &&
+         (got = read(out[0], text + len, sizeof(text) - 1 - len)) > 0) {
+    len += (size_t)got;
+  }
+  text[len] = '\0';
+  close(out[0]);
+  int status;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "startup_cost: perf stat of %s failed under %s:\n%s",
+            prog, preload != NULL ? preload : "no preload", text);
+    return -1;
+  }
+  /* CSV: "0.80,msec,task-clock,..." */
+  for (char* line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+    char* end;
+    const double ms = strtod(line, &end);
+    if (end != line && strncmp(end, ",msec,task-clock", 16) == 0) return ms * 1e3;
+  }
+  fprintf(stderr, "startup_cost: no task-clock in perf's output:\n%s", text);
+  return -1;
+}
+
 static int cmp(const void* a, const void* b) {
   const double x = *(const double*)a, y = *(const double*)b;
   return x < y ? -1 : x > y;
@@ -117,18 +186,19 @@ static void report(const char* what, const char* unit, double scale,
 }
 
 int main(int argc, char** argv) {
-  int rounds = 7, spawns = 100, threads = 1000;
+  int rounds = 7, spawns = 100, threads = 1000, perf = 0;
   int i = 1;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; ++i) {
     if (strncmp(argv[i], "--burst=", 8) == 0) return burst(atoi(argv[i] + 8));
     if (strncmp(argv[i], "--rounds=", 9) == 0) rounds = atoi(argv[i] + 9);
     else if (strncmp(argv[i], "--spawns=", 9) == 0) spawns = atoi(argv[i] + 9);
     else if (strncmp(argv[i], "--threads=", 10) == 0) threads = atoi(argv[i] + 10);
+    else if (strncmp(argv[i], "--perf=", 7) == 0) perf = atoi(argv[i] + 7);
     else { fprintf(stderr, "startup_cost: unknown %s\n", argv[i]); return 2; }
   }
   if (i >= argc || rounds < 1 || rounds > kMaxRounds) {
     fprintf(stderr, "usage: startup_cost [--rounds=N<=64] [--spawns=N] "
-                    "[--threads=N] PROG NAME=PRELOAD...\n");
+                    "[--threads=N] [--perf=N] PROG NAME=PRELOAD...\n");
     return 2;
   }
   char* prog = argv[i++];
@@ -153,14 +223,21 @@ int main(int argc, char** argv) {
   static double start[kMaxConfigs][kMaxRounds], thr[kMaxConfigs][kMaxRounds];
   for (int r = 0; r < rounds; ++r) {
     for (int c = 0; c < configs; ++c) {
-      start[c][r] = run(start_argv, preloads[c], spawns);
+      start[c][r] = perf > 0 ? run_perf(prog, preloads[c], perf)
+                             : run(start_argv, preloads[c], spawns);
       thr[c][r] = run(burst_argv, preloads[c], 1);
       if (start[c][r] < 0 || thr[c][r] < 0) return 1;
     }
   }
   char what[256];
-  snprintf(what, sizeof(what), "process start and exit: %s, %d spawns a round",
-           prog, spawns);
+  if (perf > 0) {
+    snprintf(what, sizeof(what),
+             "process start and exit: %s, perf stat -r %d task-clock a round",
+             prog, perf);
+  } else {
+    snprintf(what, sizeof(what), "process start and exit: %s, %d spawns a round",
+             prog, spawns);
+  }
   report(what, "ms", 1e3, names, start, configs, rounds);
   snprintf(what, sizeof(what), "thread burst: %d threads, each locks once",
            threads);

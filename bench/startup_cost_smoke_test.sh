@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
-# startup_cost, one small round: both tables have a plain and a parklot row.
+# startup_cost, one small round: both tables have a plain and a parklot row;
+# with perf installed, the same with the start-up figure from perf stat.
 set -uo pipefail
+rows() {  # the output has a plain and a parklot row in both tables
+  [ "$(grep -c '^  plain ' <<<"$1")" -eq 2 ] && [ "$(grep -c '^  parklot ' <<<"$1")" -eq 2 ]
+}
 out=$("$1" --rounds=1 --spawns=3 --threads=16 /bin/true parklot="$PWD/$2") || {
   echo "FAIL: startup_cost exited $?"; echo "$out"; exit 1; }
 echo "$out"
-[ "$(grep -c '^  plain ' <<<"$out")" -eq 2 ] && [ "$(grep -c '^  parklot ' <<<"$out")" -eq 2 ] ||
-  { echo "FAIL: missing rows"; exit 1; }
+rows "$out" || { echo "FAIL: missing rows"; exit 1; }
+if command -v perf >/dev/null && perf stat -x, -e task-clock true 2>/dev/null; then
+  out=$("$1" --rounds=1 --perf=3 --threads=16 /bin/true parklot="$PWD/$2") || {
+    echo "FAIL: startup_cost --perf exited $?"; echo "$out"; exit 1; }
+  echo "$out"
+  rows "$out" && grep -q 'perf stat -r 3 task-clock' <<<"$out" ||
+    { echo "FAIL: missing rows with --perf"; exit 1; }
+else
+  echo "(perf cannot count here: --perf not tried)"
+fi
 echo PASS
