@@ -4,13 +4,21 @@
 # repetitions interleaved; medians [min - max] of wall and CPU ns per
 # round, and the ratio to glibc.
 #
-#   bench/barrier_cost.sh [--reps=N] BARRIER_ROUNDS NAME=SHIM...
+#   bench/barrier_cost.sh [--reps=N] [--pin] BARRIER_ROUNDS NAME=SHIM...
+# (--pin: every thread on one CPU, round-robin)
 #   bazel build //bench:barrier_rounds //preload:libparklot_preload.so &&
 #   bench/barrier_cost.sh bazel-bin/bench/barrier_rounds \
 #       parklot=bazel-bin/preload/libparklot_preload.so
 set -euo pipefail
 reps=5
-case "${1:-}" in --reps=*) reps=${1#--reps=}; shift ;; esac
+pin=""
+while :; do
+  case "${1:-}" in
+    --reps=*) reps=${1#--reps=}; shift ;;
+    --pin) pin=pin; shift ;;
+    *) break ;;
+  esac
+done
 prog=$1
 shift
 configs=(glibc "$@")
@@ -23,15 +31,16 @@ for ((r = 0; r < reps; r++)); do
       pre=""
       [ "$name" = glibc ] || pre=$(readlink -f "${c#*=}")
       set -- $shape
-      LD_PRELOAD="$pre" timeout 120 "$prog" "$1" "$2" >>"$out/$name.$1" 
+      LD_PRELOAD="$pre" timeout 120 "$prog" "$1" "$2" $pin >>"$out/$name.$1" 
     done
   done
 done
-python3 - "$out" "${configs[@]%%=*}" <<'PY'
+label=unpinned; [ -n "$pin" ] && label=pinned
+python3 - "$out" "$label" "${configs[@]%%=*}" <<'PY'
 import os, statistics, sys
-d, names = sys.argv[1], sys.argv[2:]
+d, pin, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 for t in (8, 64, 1024):
-    print(f"barrier, {t} threads: ns per round, median [min - max]")
+    print(f"barrier, {t} threads, {pin}: ns per round, median [min - max]")
     base = None
     for n in names:
         rows = [l.split() for l in open(os.path.join(d, f"{n}.{t}"))]

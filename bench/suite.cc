@@ -26,11 +26,16 @@
 //   6 condvar       producer/consumer over a bounded queue; broadcast to
 //                   64 and 1024 waiters (time, context switches per waiter)
 //   7 programs      real programs under the preload shim vs glibc
+//   8 multi-wake    one call releasing many sleepers: N threads parked on
+//                   one key (kernel FUTEX_WAKE vs UnparkAll), a write unlock
+//                   to N readers, barrier rounds (8, 64, 1024 threads),
+//                   `perf bench futex wake-parallel` kernel vs the shim
 //
-// In-process scenarios (1-4, 6) run every implementation interleaved within
-// each repetition (A B C ... A B C), unpinned and pinned (each thread to one
-// CPU, round-robin over the CPUs the process may use); tables give the
-// median [min - max] over repetitions and the ratio to glibc. Per-thread CPU
+// In-process scenarios (1-4, 6, 8a-c) run every implementation interleaved
+// within each repetition (A B C ... A B C), unpinned and pinned (each thread
+// to one CPU, round-robin over the CPUs the process may use); tables give
+// the median [min - max] over repetitions and the ratio to glibc (8a: to the
+// kernel). Per-thread CPU
 // time and context switches come from getrusage(RUSAGE_THREAD).
 //
 //   tools/parklot bench [--quick] [--out DIR]        (builds, then runs this)
@@ -76,7 +81,7 @@ ABSL_FLAG(std::string, out, "",
           "summary.md, plots (*.png), their data and scripts. Empty: "
           "terminal only.");
 ABSL_FLAG(std::vector<std::string>, scenarios, {},
-          "Comma-separated subset of the scenarios 1-7. Default: all.");
+          "Comma-separated subset of the scenarios 1-8. Default: all.");
 ABSL_FLAG(int, repetitions, 0,
           "Repetitions of the in-process scenarios. 0 = 7 (quick: 3, tiny: "
           "1).");
@@ -140,7 +145,7 @@ int Main(const char* argv0) {
     if (!absl::SimpleAtoi(s, &n) ||
         std::none_of(all.begin(), all.end(),
                      [n](const Scenario* x) { return x->number() == n; })) {
-      absl::FPrintF(stderr, "suite: --scenarios takes numbers 1-7, not '%s'\n",
+      absl::FPrintF(stderr, "suite: --scenarios takes numbers 1-8, not '%s'\n",
                     s);
       return 2;
     }

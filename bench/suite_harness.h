@@ -246,7 +246,7 @@ struct Context {
 class Scenario {
  public:
   virtual ~Scenario() = default;
-  // Its number in --scenarios and in the report (1-7).
+  // Its number in --scenarios and in the report (1-8).
   virtual int number() const = 0;
   // What `plan`'s mode leaves out, for the report's header.
   virtual std::vector<std::string> Notes(const Plan& plan) const {

@@ -331,7 +331,8 @@ void PrintTable(Report& report, const Results& results,
 }
 
 void PrintTable(Report& report, const Results& results, const Table& table) {
-  PrintTable(report, results, table.scenario, table.title, table.columns);
+  PrintTable(report, results, table.scenario, table.title, table.columns,
+             table.baseline);
   if (results.Of(table.scenario).empty()) return;
   for (const std::string& n : table.notes) report.Print("note: %s\n", n);
 }

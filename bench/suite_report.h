@@ -138,6 +138,7 @@ struct Table {
   std::string title;
   std::vector<Column> columns;
   std::vector<std::string> notes;
+  std::string baseline = "glibc";  // what the ratios divide by
 };
 void PrintTable(Report& report, const Results& results, const Table& table);
 

@@ -7,6 +7,8 @@
 #     1.00x), and no row failed;
 #   - scenario 5 (futex_hash) printed its rows, unpinned and pinned;
 #   - scenario 7 ran `sort` under glibc and under the shim;
+#   - scenario 8 printed 8a-8c like the in-process scenarios, and 8d said
+#     that tiny mode leaves it out;
 #   - the targets table is there;
 #   - suite.json is valid JSON in Google Benchmark's format and holds a
 #     median for every series, and futex_hash's JSON files parse;
@@ -87,6 +89,13 @@ check "3. fairness" mutexes "T=2 cs=0 delay=0" "T=2 cs=100us-sleep delay=0"
 check "4. wake-up" waiters "workers=1" "workers=2"
 check "6a. condvar producer/consumer" condvars "P=1 C=1 queue=1" "P=2 C=2 queue=1"
 check "6b. condvar broadcast" condvars "waiters=4" "waiters=16"
+release=(kernel parklot)
+pair=(glibc parklot)
+check "8a. release N threads" release "waiters=4" "waiters=40"
+check "8b. write unlock releasing" pair "waiters=4" "waiters=40"
+check "8c. barrier rounds" pair "T=4" "T=40"
+grep -A1 '^== 8d\. perf bench futex wake-parallel' "$out" | grep -q 'left out in tiny mode' ||
+  fail "no 8d section"
 
 # 5: futex_hash's own tables, once unpinned and once pinned.
 for pin in unpinned pinned; do
@@ -131,7 +140,9 @@ for b in suite["benchmarks"]:
 for prefix, count in [("uncontended/", 2 * (2 * 6 + 2 * 4)),
                       ("contended/", 2 * 4 * 6), ("fairness/", 2 * 2 * 6),
                       ("wakeup/", 2 * 2 * 5), ("prodcons/", 2 * 2 * 4),
-                      ("broadcast/", 2 * 2 * 4), ("programs/", 2)]:
+                      ("broadcast/", 2 * 2 * 4), ("programs/", 2),
+                      ("release/", 2 * 2 * 2), ("readers/", 2 * 2 * 2),
+                      ("barrier/", 2 * 2 * 2)]:
     got = len([s for s in series if s.startswith(prefix)])
     assert got == count, "%s: %d series, expected %d" % (prefix, got, count)
 assert "contended/T:4/cs:10/out:100/locks:2/pinned/parklot_median" in names

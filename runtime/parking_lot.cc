@@ -27,7 +27,10 @@ class WakeList {
 
   // Releases `td` with `token`. `td` must be off every queue.
   void Release(ThreadData* td, UnparkToken token) {
-    if (!ReleaseParker(td, token)) return;
+    if (ReleaseParker(td, token)) Add(td);
+  }
+  // Queues the FUTEX_WAKE of `td`, released already and asleep.
+  void Add(ThreadData* td) {
     if (n_ == kCapacity) Flush();
     pending_[n_++] = td;
   }
@@ -97,13 +100,99 @@ Waiter* TakeWaiters(Bucket* b, uintptr_t key, bool claim, Take take,
   return chain_head;
 }
 
-// Releases every thread in `chain` with `token`.
-void ReleaseChain(Waiter* chain, UnparkToken token, WakeList* wakes) {
-  while (chain != nullptr) {
-    // Once released the thread may park again and reuse `next`.
-    Waiter* next = chain->next;
-    wakes->Release(DataOf(chain), token);
-    chain = next;
+// The wake tree's shape (measured: docs/investigations/multi_wake.md).
+// Up to kWakeSerialMax threads, the unparker wakes each itself: a tree's
+// extra hops cost the last waiter more than the serial wakes do. Above
+// it, the unparker wakes kWakeRoots threads, and every woken thread wakes
+// up to kWakeFanout more (ThreadData::wake_duty) before it returns from
+// its park.
+constexpr size_t kWakeSerialMax = 32;
+constexpr size_t kWakeRoots = 2;
+
+// Releases the `count` threads of `chain` with `token`, under the bucket
+// lock, as one wake tree (docs/design.md section 3.3). The chain, in FIFO
+// order, is the pre-order walk of a forest of up to kWakeRoots trees in
+// which every node has up to kWakeFanout children and subtrees are as equal
+// as can be. The walk keeps the path from the root to the current node on a
+// stack (nodes not yet released) and releases a node only once its whole
+// subtree is released, leaves first:
+//   - a released child that was asleep is written into its parent's wake
+//     duty (the parent is not yet released, so its record is still ours);
+//   - a released root that was asleep goes into `wakes`, which the unparker
+//     flushes after unlocking;
+//   - a node's duty is complete before its own release publishes it, and
+//     every thread it names is released before the node can run it.
+// So no record is touched after its release (invariant 2: only the parker
+// word's address survives, for a FUTEX_WAKE), every release still happens
+// under the bucket lock in one hold (invariant 1, timeouts: a waiter that
+// times out after being dequeued finds itself released, as before), and
+// the unparker makes at most kWakeRoots wake calls for any count above
+// kWakeSerialMax. Up to kWakeSerialMax, the unparker releases and wakes
+// each thread itself, as before the tree.
+void ReleaseChain(Waiter* chain, size_t count, UnparkToken token,
+                  WakeList* wakes) {
+  if (count <= kWakeSerialMax) {
+    while (chain != nullptr) {
+      // Once released the thread may park again and reuse `next`.
+      Waiter* next = chain->next;
+      wakes->Release(DataOf(chain), token);
+      chain = next;
+    }
+    return;
+  }
+  // 16 bytes a frame, 384 in all: this may run on a signal handler's
+  // stack (sem_post, a served FUTEX_WAKE).
+  struct Frame {
+    ThreadData* td;  // nullptr: the unparker, parent of the roots
+    uint32_t left;   // nodes of the subtree still to visit, below td
+    uint16_t parts;  // children still to visit
+    uint16_t duty;   // wake duty entries written so far
+  };
+  // Balanced subtrees: depth <= 1 + log2(count), and count is bounded by
+  // the live threads (each waiter is one; < 2^20 registered at once), so 24
+  // levels always suffice; deeper would be handled below anyway.
+  constexpr size_t kMaxDepth = 24;
+  static_assert(sizeof(Frame) == 16, "keep the stack small");
+  Frame stack[kMaxDepth];
+  size_t depth = 0;
+  stack[depth++] = {nullptr, static_cast<uint32_t>(count), kWakeRoots, 0};
+  Waiter* w = chain;
+  while (depth > 0) {
+    Frame& top = stack[depth - 1];
+    if (top.left == 0) {
+      --depth;
+      ThreadData* td = top.td;
+      if (td == nullptr) break;  // the unparker's frame: all released
+      td->wake_duty_count.store(top.duty, std::memory_order_relaxed);
+      if (!ReleaseParker(td, token)) continue;  // not asleep: no wake due
+      Frame& parent = stack[depth - 1];
+      if (parent.td == nullptr) {
+        wakes->Add(td);
+      } else {
+        parent.td->wake_duty[parent.duty++].store(&td->parker,
+                                                  std::memory_order_relaxed);
+      }
+      continue;
+    }
+    const uint32_t size = (top.left + top.parts - 1) / top.parts;
+    top.left -= size;
+    --top.parts;
+    if (depth == kMaxDepth) {
+      // Out of stack: the unparker wakes this subtree itself.
+      for (uint32_t i = 0; i < size; ++i) {
+        Waiter* next = w->next;
+        wakes->Release(DataOf(w), token);
+        w = next;
+      }
+      continue;
+    }
+    ThreadData* td = DataOf(w);
+    // Read before td's release (which comes after its subtree's).
+    w = w->next;
+    const uint32_t below = size - 1;
+    stack[depth++] = {
+        td, below,
+        static_cast<uint16_t>(below < kWakeFanout ? below : kWakeFanout), 0};
   }
 }
 
@@ -215,6 +304,8 @@ Leave LeaveQueue(ThreadData* td, BucketTable& table,
   Bucket* b = table.LockWaiterBucket(&td->waiter);
   if (td->parker.load(std::memory_order_acquire) == 0) {
     BucketTable::UnlockBucket(b);
+    // Released as part of a wake tree: wake this thread's share first.
+    RunWakeDuty(td);
     return Leave::kUnparkedFirst;
   }
   const uintptr_t current = td->waiter.current_key();
@@ -234,9 +325,9 @@ size_t UnparkMatching(uintptr_t key, size_t count, ParkToken token_mask,
                       UnparkToken token) {
   size_t n = 0;
   WithBucket(key, [&](Bucket* b, WakeList* wakes) {
-    ReleaseChain(
-        TakeUpTo(b, key, /*claim=*/true, count, token_mask, &n, wakes),
-        token, wakes);
+    Waiter* chain =
+        TakeUpTo(b, key, /*claim=*/true, count, token_mask, &n, wakes);
+    ReleaseChain(chain, n, token, wakes);
   });
   return n;
 }
@@ -257,9 +348,9 @@ void UnparkEveryone() {
         if (b == nullptr) break;
         while (b->head != nullptr) {
           size_t n = 0;
-          ReleaseChain(
-              TakeFirst(b, b->head->current_key(), SIZE_MAX, &n, &wakes),
-              kDefaultUnparkToken, &wakes);
+          Waiter* chain =
+              TakeFirst(b, b->head->current_key(), SIZE_MAX, &n, &wakes);
+          ReleaseChain(chain, n, kDefaultUnparkToken, &wakes);
         }
         BucketTable::UnlockBucket(b);
       }
@@ -321,7 +412,13 @@ void DeferUnpark(ThreadData* td, uintptr_t key, size_t count,
 }  // namespace
 
 bool internal::EvictOwnRecord(ThreadData* td) {
-  if (td->parker.load(std::memory_order_acquire) == 0) return false;
+  if (td->parker.load(std::memory_order_acquire) == 0) {
+    // A wake duty still due here means the wait it came with was left
+    // without the lot's help (siglongjmp from a handler the shim did not
+    // wrap): run it now rather than never.
+    RunWakeDuty(td);
+    return false;
+  }
   BucketTable& table = GlobalTable();
   if (LeaveQueue(td, table, [](uintptr_t, bool) {}) == Leave::kUnparkedFirst) {
     return false;
@@ -538,7 +635,7 @@ UnparkResult UnparkFilter(
     result.have_more_threads = b->HasKey(key, b->head);
     if (result.unparked_threads != 0) result.be_fair = Fair(b);
     const UnparkToken token = callback(result);
-    ReleaseChain(chain, token, wakes);
+    ReleaseChain(chain, result.unparked_threads, token, wakes);
   });
   CountUnparks(self, result.unparked_threads);
   return result;
@@ -569,8 +666,8 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
     if (p.unpark_to != 0) {
       woken_to = TakeFirst(bt, to, p.unpark_to, &result.unparked_to, wakes);
     }
-    ReleaseChain(woken_from, token, wakes);
-    ReleaseChain(woken_to, token, wakes);
+    ReleaseChain(woken_from, result.unparked_from, token, wakes);
+    ReleaseChain(woken_to, result.unparked_to, token, wakes);
   });
   CountUnparks(self, result.unparked_from + result.unparked_to);
   return result;
@@ -579,11 +676,18 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
 void EnterSignalHandler(SignalHandlerScope* scope) {
   scope->marked_away = false;
   if (!internal::t_registered) return;
-  std::atomic<uint32_t>& parker = internal::t_data.parker;
+  ThreadData* td = &internal::t_data;
+  std::atomic<uint32_t>& parker = td->parker;
   uint32_t v = parker.load(std::memory_order_acquire);
   for (;;) {
     // Not queued, or already marked by the handler this one interrupted.
-    if ((v & kParkerQueued) == 0 || (v & kParkerAway) != 0) return;
+    if ((v & kParkerQueued) == 0 || (v & kParkerAway) != 0) {
+      // Released (perhaps just now, while this waited out a claim) with a
+      // wake duty not yet run, or run halfway: run it before the program's
+      // handler, which may leave by siglongjmp and never come back to it.
+      RunWakeDuty(td);
+      return;
+    }
     if ((v & kParkerClaimed) != 0) {
       // An unparker on another thread is releasing us under its bucket
       // lock, now: wait the few instructions it needs.

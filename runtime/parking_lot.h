@@ -124,7 +124,11 @@ UnparkResult UnparkOne(uintptr_t key,
                        absl::FunctionRef<UnparkToken(UnparkResult)> callback);
 
 // Unparks every thread parked on `key`, each receiving `token`. Returns the
-// number unparked.
+// number unparked. Every unpark that releases more than 32 threads at once
+// (this one, UnparkUpTo, UnparkFilter, UnparkPair) releases them all under
+// the bucket lock, as any unpark does, but makes only two of the wake
+// system calls itself: each woken thread wakes up to two more before its
+// Park returns (a wake tree; docs/design.md section 3.3.1).
 size_t UnparkAll(uintptr_t key, UnparkToken token = kDefaultUnparkToken);
 
 // Unparks up to `count` threads parked on `key`, FIFO, skipping those whose
@@ -244,8 +248,11 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
 // If the thread is queued in a wait, EnterSignalHandler marks its record
 // so that no unparker hands it a resource while the handler may leave by
 // siglongjmp (see the top of this file); LeaveSignalHandler, run if the
-// handler returns, clears the mark again. Async-signal-safe; `scope` lives
-// in the wrapper's frame.
+// handler returns, clears the mark again. If the thread was just released
+// as part of a wake tree (see UnparkAll) and still owes its share of the
+// wake-ups, EnterSignalHandler makes them first. Async-signal-safe; `scope`
+// lives in the wrapper's frame. A program that links the library and has a
+// handler that may leave by siglongjmp calls these itself.
 struct SignalHandlerScope {
   bool marked_away = false;
 };

@@ -21,6 +21,7 @@ namespace internal {
 // in the static TLS block; no __tls_get_addr, no allocation on first touch.
 constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadData t_data;
 constinit __attribute__((tls_model("initial-exec"))) thread_local bool t_registered;
+constinit std::atomic<void (*)(ThreadData*)> g_wake_duty_hook{nullptr};
 }  // namespace internal
 namespace {
 using internal::t_data;
@@ -224,13 +225,16 @@ void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   }
   r.live.store(mine != 0 ? 1 : 0, std::memory_order_relaxed);
   // The queues were emptied: a record this thread left behind (siglongjmp
-  // out of a wait) is gone with them.
+  // out of a wait) is gone with them, and so are the threads a wake duty
+  // would have woken.
   t_data.parker.store(0, std::memory_order_relaxed);
   // The tasks that held guest records stayed in the parent.
   for (GuestRecord& g : g_guests) {
     g.data.parker.store(0, std::memory_order_relaxed);
+    g.data.wake_duty_count.store(0, std::memory_order_relaxed);
     g.tid.store(0, std::memory_order_relaxed);
   }
+  t_data.wake_duty_count.store(0, std::memory_order_relaxed);
   for (auto& shard : r.parked) shard.n.store(0, std::memory_order_relaxed);
   // The forking thread may be parked itself (fork() from a signal handler
   // that runs on it): its state stays kParked, and its wake-up, when the
@@ -347,6 +351,9 @@ bool SleepOnParker(ThreadData* td, const Deadline& deadline) {
   }
   const bool released = SleepOnParkerLoop(td, tsp, op);
   if (td->cancellation_point != 0) pthread_setcanceltype(cancel_type, nullptr);
+  // Before anything else the released thread does: the threads it is to
+  // wake wait on nothing but this.
+  if (released) RunWakeDuty(td);
   return released;
 }
 
@@ -396,6 +403,24 @@ bool ClaimParker(ThreadData* td) {
 }
 
 void WakeParker(ThreadData* td) { FutexWakePrivate(&td->parker, 1); }
+
+void RunWakeDuty(ThreadData* td) {
+  // Acquire: pairs with the release by which this thread saw itself
+  // released (the duty was written before it), also when a signal handler
+  // runs this after its own acquire load of the parker.
+  const uint32_t n = td->wake_duty_count.load(std::memory_order_acquire);
+  if (n == 0) return;
+  if (auto* hook = internal::g_wake_duty_hook.load(std::memory_order_relaxed)) {
+    hook(td);
+  }
+  for (uint32_t i = 0; i < n && i < kWakeFanout; ++i) {
+    FutexWakePrivate(td->wake_duty[i].load(std::memory_order_relaxed), 1);
+  }
+  // A handler that interrupted the loop above ran the whole duty itself
+  // (and perhaps a new one, from a park inside it, which it also ran):
+  // nothing is left either way.
+  td->wake_duty_count.store(0, std::memory_order_relaxed);
+}
 
 namespace registry {
 

@@ -62,6 +62,16 @@ inline constexpr uint32_t kParkerClaimed = 4;
 // returns) and wakes the next waiter instead.
 inline constexpr uint32_t kParkerAway = 8;
 
+// The wake tree (runtime/parking_lot.cc ReleaseChain, docs/design.md
+// section 3.3): when one unpark releases many threads (more than 32), the
+// unparker issues the FUTEX_WAKEs of only the first two, and every thread
+// woken that way
+// wakes up to kWakeFanout others before it returns from its park. The
+// parker words a thread must wake are its wake duty, written into its
+// ThreadData by the unparker, under the bucket lock, before the thread's
+// release.
+inline constexpr size_t kWakeFanout = 2;
+
 // An unpark that a signal handler asked for while its thread was inside a
 // lock section, run when the section closes (UnparkUpTo).
 struct DeferredUnpark {
@@ -104,6 +114,15 @@ struct ThreadData {
   // than slots, so the runner wakes every parked thread instead.
   DeferredUnpark deferred[kDeferredUnparks];
   std::atomic<bool> deferred_overflow{false};
+  // The wake duty (see kWakeFanout): the parker words of threads released
+  // together with this one that this one FUTEX_WAKEs once it finds itself
+  // released (RunWakeDuty). Written by the unparker while this thread is
+  // claimed, before its release (which publishes them); run and cleared by
+  // this thread or a signal handler on it. A wake may be issued twice (a
+  // handler that interrupts RunWakeDuty runs the whole duty again), which
+  // is harmless: a released thread only ever sees a spurious wake-up.
+  std::atomic<std::atomic<uint32_t>*> wake_duty[kWakeFanout] = {};
+  std::atomic<uint32_t> wake_duty_count{0};
   ThreadCounters counters;
 };
 
@@ -134,6 +153,10 @@ bool LotInitialized();
 inline constexpr size_t kGuestRecords = 32;
 ThreadData* AcquireGuestData(int32_t tid);
 void ReleaseGuestData(ThreadData* td);
+// Tests only: called by RunWakeDuty with the thread's data, its duty
+// written, before it wakes anyone (a slow, forking or vanishing helper).
+// nullptr (the default) in every program.
+extern std::atomic<void (*)(ThreadData*)> g_wake_duty_hook;
 }  // namespace internal
 
 // The calling thread's data, registered on first call (counts the thread as
@@ -180,6 +203,13 @@ bool ReleaseParker(ThreadData* td, uintptr_t token);
 bool ClaimParker(ThreadData* td);
 // FUTEX_WAKE on the parker word. Harmless if the thread has since moved on.
 void WakeParker(ThreadData* td);
+// Runs and clears `td`'s wake duty (ThreadData::wake_duty), if any: one
+// FUTEX_WAKE per word, nothing else (async-signal-safe, no lock, never
+// touches the woken threads' memory). Called by the thread owning `td` at
+// every point where it finds itself released (SleepOnParker, LeaveQueue,
+// EvictOwnRecord) and by EnterSignalHandler, so that a handler that leaves
+// by siglongjmp cannot strand the threads it was to wake.
+void RunWakeDuty(ThreadData* td);
 
 // The registry of threads that have used the parking lot.
 namespace registry {

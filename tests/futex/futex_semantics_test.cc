@@ -265,6 +265,27 @@ std::string WakeCounts(FutexFn f) {
   return out;
 }
 
+// Wakes of more than the lot's serial maximum (32; the served wake goes
+// out as a wake tree, issue 26): counts, which waiters (FIFO, by bitset),
+// the remainder.
+std::string ManyWakes(FutexFn f) {
+  Words w;
+  Callers c(f);
+  std::string out;
+  for (int i = 0; i < 90; ++i) {
+    if (!c.Start(A(&w.a), FUTEX_WAIT_BITSET | P, 0, 0, 0, i % 2 ? 2 : 1)) {
+      return "not blocked";
+    }
+  }
+  long r = f(A(&w.a), FUTEX_WAKE_BITSET | P, 40, 0, 0, 1);
+  absl::StrAppend(&out, "bits1x40=", R(r), " ", (c.SettleDone(40), c.DoneSet()));
+  r = f(A(&w.a), FUTEX_WAKE | P, 36, 0, 0, 0);
+  absl::StrAppend(&out, " wake36=", R(r), " ", (c.SettleDone(76), c.DoneSet()));
+  r = f(A(&w.a), FUTEX_WAKE | P, INT_MAX, 0, 0, 0);
+  absl::StrAppend(&out, " wake_rest=", R(r), " results=", c.Results());
+  return out;
+}
+
 std::string WakeBitsets(FutexFn f) {
   Words w;
   Callers c(f);
@@ -724,6 +745,7 @@ TEST(FutexSemantics, ImmediateWakes) { ExpectSame("immediate wakes", ImmediateWa
 TEST(FutexSemantics, WakeOpEncodings) { ExpectSame("wake_op encodings", WakeOpEncodings); }
 TEST(FutexSemantics, WakeCounts) { ExpectSame("wake counts", WakeCounts); }
 TEST(FutexSemantics, WakeBitsets) { ExpectSame("wake bitsets", WakeBitsets); }
+TEST(FutexSemantics, ManyWakes) { ExpectSame("many wakes", ManyWakes); }
 TEST(FutexSemantics, Requeues) { ExpectSame("requeues", Requeues); }
 TEST(FutexSemantics, WakeOpWaiters) { ExpectSame("wake_op with waiters", WakeOpWaiters); }
 TEST(FutexSemantics, Timeouts) { ExpectSame("timeouts", Timeouts); }
