@@ -53,23 +53,31 @@ static int burst(int n) {
   return g_taken == n ? 0 : 1;
 }
 
-/* Runs argv with LD_PRELOAD=preload (NULL: none) `times` times; returns
- * the children's CPU microseconds per run, or -1. */
-static double run(char* const argv[], const char* preload, int times) {
-  char** env = NULL;
+/* This process's environment with LD_PRELOAD=preload (NULL: none) in
+ * place of its own; `var` holds the new entry. Free the result. */
+static char** env_with_preload(const char* preload, char var[4096]) {
   size_t n = 0;
   while (environ[n] != NULL) ++n;
-  env = calloc(n + 2, sizeof(char*));
+  char** env = calloc(n + 2, sizeof(char*));
+  if (env == NULL) return NULL;
   size_t k = 0;
   for (size_t i = 0; i < n; ++i) {
     if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0) env[k++] = environ[i];
   }
-  char var[4096];
   if (preload != NULL) {
-    snprintf(var, sizeof(var), "LD_PRELOAD=%s", preload);
+    snprintf(var, 4096, "LD_PRELOAD=%s", preload);
     env[k++] = var;
   }
   env[k] = NULL;
+  return env;
+}
+
+/* Runs argv with LD_PRELOAD=preload (NULL: none) `times` times; returns
+ * the children's CPU microseconds per run, or -1. */
+static double run(char* const argv[], const char* preload, int times) {
+  char var[4096];
+  char** env = env_with_preload(preload, var);
+  if (env == NULL) return -1;
   double us = 0;
   for (int i = 0; i < times; ++i) {
     pid_t pid;
@@ -93,20 +101,9 @@ static double run(char* const argv[], const char* preload, int times) {
  * (NULL: none) in the environment perf gives the program; returns perf's
  * mean task-clock in microseconds, or -1. */
 static double run_perf(const char* prog, const char* preload, int times) {
-  char** env = NULL;
-  size_t n = 0;
-  while (environ[n] != NULL) ++n;
-  env = calloc(n + 2, sizeof(char*));
-  size_t k = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0) env[k++] = environ[i];
-  }
   char var[4096];
-  if (preload != NULL) {
-    snprintf(var, sizeof(var), "LD_PRELOAD=%s", preload);
-    env[k++] = var;
-  }
-  env[k] = NULL;
+  char** env = env_with_preload(preload, var);
+  if (env == NULL) return -1;
   char reps[16];
   snprintf(reps, sizeof(reps), "%d", times);
   char* argv[] = {"perf", "stat", "-r", reps, "-x,", "-e", "task-clock",
