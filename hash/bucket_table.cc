@@ -279,46 +279,32 @@ namespace {
 std::atomic<void (*)()> g_section_exit_hook{nullptr};
 
 // The section states of tasks on another task's TLS (shared_tls.h), which
-// must not count in their TLS owner's: by kernel thread id (0: free), each
-// held from the task's outermost section entry to its exit.
-struct ForeignSection {
-  std::atomic<int32_t> tid;
-  SectionState state;
-};
-constexpr size_t kForeignSections = 32;
-constinit ForeignSection g_foreign_sections[kForeignSections];
+// must not count in their TLS owner's, each held from the task's outermost
+// section entry to its exit.
+constinit TaskSlots<SectionState, 32> g_foreign_sections;
 }  // namespace
 
 SectionState* internal::SharedTlsSections(bool claim) {
-  const int32_t tid = CurrentTaskId();
-  if (tid == t_tls_owner) return &t_section;
-  for (ForeignSection& f : g_foreign_sections) {
-    if (f.tid.load(std::memory_order_acquire) == tid) return &f.state;
-  }
-  if (!claim) return nullptr;
+  const int32_t tid = ForeignTaskId();
+  if (tid == 0) return &t_section;
   // All taken: sections are short, one is given back soon.
-  for (;;) {
-    for (ForeignSection& f : g_foreign_sections) {
-      int32_t free = 0;
-      if (f.tid.compare_exchange_strong(free, tid, std::memory_order_acquire)) {
-        f.state = SectionState{};
-        return &f.state;
-      }
-    }
-    CpuRelax();
-  }
+  return claim ? g_foreign_sections.FindOrClaim(tid, [] { CpuRelax(); })
+               : g_foreign_sections.Find(tid);
 }
 
 void internal::EnterSharedTlsSection() {
-  ++Sections(/*claim=*/true)->sections;
+  ++SharedTlsSections(/*claim=*/true)->sections;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
 void internal::LeaveSharedTlsSection(BucketTable* table) {
-  SectionState* s = Sections(/*claim=*/false);
+  const int32_t tid = ForeignTaskId();
+  SectionState* s = tid == 0 ? &t_section : g_foreign_sections.Find(tid);
   if (--s->sections != 0) return;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  LeaveOutermostSection(s, table);
+  if (s->hook_due || s->grow_table != nullptr) LeaveOutermostSection(s, table);
+  // A foreign task gives its entry back.
+  if (tid != 0) g_foreign_sections.Release(s, tid);
 }
 
 void internal::LeaveOutermostSection(SectionState* s, BucketTable* table) {
@@ -336,15 +322,6 @@ void internal::LeaveOutermostSection(SectionState* s, BucketTable* table) {
     BucketTable* due = s->grow_table;
     s->grow_table = nullptr;
     if (due == table) table->GrowForCollisions(s->grow_from);
-  }
-  if (s == &t_section) return;
-  // A foreign task gives its entry back. A handler on that task may have
-  // done so already, and another task taken the entry since: only an entry
-  // still the caller's is freed.
-  for (ForeignSection& f : g_foreign_sections) {
-    if (&f.state != s) continue;
-    int32_t tid = CurrentTaskId();
-    f.tid.compare_exchange_strong(tid, 0, std::memory_order_release);
   }
 }
 
@@ -458,9 +435,7 @@ void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   --t_table_busy;
   // The tasks that shared this thread's TLS, and those that held foreign
   // section entries, stayed in the parent.
-  for (ForeignSection& f : g_foreign_sections) {
-    f.tid.store(0, std::memory_order_relaxed);
-  }
+  g_foreign_sections.ResetAll();
   ResetSharedTlsInChild();
 }
 

@@ -52,8 +52,8 @@ inline SectionState* Sections(bool claim) {
   return SharedTlsSections(claim);
 }
 // What the outermost section's end runs when something is due: the hook,
-// a collision growth of `table` (the ReadSection's; nullptr for sections
-// of a growth or a fork), the release of a foreign task's entry.
+// and a collision growth of `table` (the ReadSection's; nullptr for the
+// sections of a growth or a fork).
 void LeaveOutermostSection(SectionState* s, BucketTable* table);
 // EnterSection and LeaveSection on a TLS that was shared: out of line.
 void EnterSharedTlsSection();

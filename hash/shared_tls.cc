@@ -19,9 +19,11 @@ void NoteTlsSharingTask() {
   if (internal::t_tls_owner == 0) internal::t_tls_owner = CurrentTaskId();
 }
 
-bool OnForeignTls() {
+int32_t ForeignTaskId() {
   const int32_t owner = internal::t_tls_owner;
-  return owner != 0 && CurrentTaskId() != owner;
+  if (owner == 0) return 0;
+  const int32_t tid = CurrentTaskId();
+  return tid != owner ? tid : 0;
 }
 
 void ResetSharedTlsInChild() { internal::t_tls_owner = 0; }

@@ -16,7 +16,10 @@
 #ifndef PARKLOT_HASH_SHARED_TLS_H_
 #define PARKLOT_HASH_SHARED_TLS_H_
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <new>
 
 namespace parklot {
 
@@ -38,13 +41,68 @@ void NoteTlsSharingTask();
 // TLS load.
 inline bool TlsMayBeShared() { return internal::t_tls_owner != 0; }
 
-// Whether the calling task runs on TLS another task owns. One gettid where
-// TlsMayBeShared(); no system call elsewhere. Async-signal-safe.
-bool OnForeignTls();
+// The calling task's kernel thread id if it runs on TLS another task owns,
+// else 0. One gettid where TlsMayBeShared(); no system call elsewhere.
+// Async-signal-safe.
+int32_t ForeignTaskId();
+inline bool OnForeignTls() { return ForeignTaskId() != 0; }
 
 // The kernel's id of the calling task (gettid): not the id glibc keeps in
 // TLS, which a task on shared TLS reads as its owner's. Async-signal-safe.
 int32_t CurrentTaskId();
+
+// N entries of per-task state for tasks on another task's TLS (the lock
+// sections' and the parking records'), keyed by kernel thread id, 0 free.
+// Lock-free and async-signal-safe: a handler on a task finds its task's
+// entry. constinit-constructible when T is.
+template <typename T, size_t N>
+class TaskSlots {
+ public:
+  // The entry `tid` holds, or nullptr.
+  T* Find(int32_t tid) {
+    for (Slot& s : slots_) {
+      if (s.tid.load(std::memory_order_acquire) == tid) return &s.value;
+    }
+    return nullptr;
+  }
+  // The entry `tid` holds, as it was left; else a free one, claimed for
+  // `tid` and reset to T's default state. When every entry is taken, calls
+  // `wait()` and looks again.
+  template <typename Wait>
+  T* FindOrClaim(int32_t tid, Wait wait) {
+    for (;;) {
+      if (T* held = Find(tid)) return held;
+      for (Slot& s : slots_) {
+        int32_t free = 0;
+        if (s.tid.compare_exchange_strong(free, tid, std::memory_order_acquire)) {
+          new (&s.value) T();
+          return &s.value;
+        }
+      }
+      wait();
+    }
+  }
+  // Frees `entry` if `tid` still holds it: a handler on the task may have
+  // freed it already, and another task claimed it since.
+  void Release(T* entry, int32_t tid) {
+    for (Slot& s : slots_) {
+      if (&s.value != entry) continue;
+      s.tid.compare_exchange_strong(tid, 0, std::memory_order_release);
+    }
+  }
+  // In a fork child: every entry free (the tasks that held them stayed in
+  // the parent).
+  void ResetAll() {
+    for (Slot& s : slots_) s.tid.store(0, std::memory_order_relaxed);
+  }
+
+ private:
+  struct Slot {
+    std::atomic<int32_t> tid{0};
+    T value{};
+  };
+  Slot slots_[N];
+};
 
 // After fork(), in the child: its one thread owns its TLS alone.
 void ResetSharedTlsInChild();

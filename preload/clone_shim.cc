@@ -2,8 +2,10 @@
 // caller's thread-local storage (CLONE_VM without CLONE_SETTLS), so that
 // the lot keeps their lock sections and parks apart (hash/shared_tls.h).
 // glibc's own thread and process creation (pthread_create, fork,
-// posix_spawn, vfork) calls its internal clone and never comes here. CLONE_VFORK children are not noted: their creator is
-// suspended until they exec or exit, so the two never park at once.
+// posix_spawn, vfork) calls its internal clone and never comes here.
+// CLONE_VFORK children are not noted: their creator is suspended until they
+// exec or exit, so the two never park at once. A clone that then fails
+// leaves the TLS noted (a gettid per park from then on, nothing more).
 #include <sched.h>
 #include <stdarg.h>
 #include <sys/types.h>

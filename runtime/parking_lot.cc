@@ -507,16 +507,18 @@ ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
                 absl::FunctionRef<void(uintptr_t, bool)> left_queue,
                 ParkToken park_token, Deadline deadline) {
   ThreadData* td = CurrentThreadData();
-  if (__builtin_expect(TlsMayBeShared(), 0) && OnForeignTls()) {
-    // Only where NoteTlsSharingTask ran: the owner may be parked on `td`
-    // this moment. (ParkOn evicts the guest record if a park this task
-    // left by siglongjmp kept it queued.)
-    ThreadData* guest = internal::AcquireGuestData(CurrentTaskId());
-    guest->interruptible = td->interruptible;
-    const ParkResult r = ParkOn(guest, key, validate, before_sleep,
-                                left_queue, park_token, deadline);
-    internal::ReleaseGuestData(guest);
-    return r;
+  if (__builtin_expect(TlsMayBeShared(), 0)) {
+    if (const int32_t tid = ForeignTaskId(); tid != 0) {
+      // Only where NoteTlsSharingTask ran: the owner may be parked on `td`
+      // this moment. (ParkOn evicts the guest record if a park this task
+      // left by siglongjmp kept it queued.)
+      ThreadData* guest = internal::AcquireGuestData(tid);
+      guest->interruptible = td->interruptible;
+      const ParkResult r = ParkOn(guest, key, validate, before_sleep,
+                                  left_queue, park_token, deadline);
+      internal::ReleaseGuestData(guest, tid);
+      return r;
+    }
   }
   return ParkOn(td, key, validate, before_sleep, left_queue, park_token,
                 deadline);

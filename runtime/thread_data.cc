@@ -10,6 +10,7 @@
 #include <new>
 
 #include "hash/futex.h"
+#include "hash/shared_tls.h"
 #include "hash/text.h"
 #include "runtime/config.h"
 #include "runtime/fork.h"
@@ -181,12 +182,8 @@ void OnThreadExit(void*) {
   new (&td->counters) ThreadCounters();
 }
 
-// Guest records (internal::AcquireGuestData): `tid` 0 is free.
-struct GuestRecord {
-  std::atomic<int32_t> tid{0};
-  ThreadData data;
-};
-constinit GuestRecord g_guests[internal::kGuestRecords];
+// Guest records (internal::AcquireGuestData).
+constinit TaskSlots<ThreadData, internal::kGuestRecords> g_guests;
 
 // fork(): the ForkStep::kLot step (runtime/fork.h runs it, innermost of
 // the program's handlers; see BucketTable::LockAllForFork). ForkParent and
@@ -229,11 +226,7 @@ void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // would have woken.
   t_data.parker.store(0, std::memory_order_relaxed);
   // The tasks that held guest records stayed in the parent.
-  for (GuestRecord& g : g_guests) {
-    g.data.parker.store(0, std::memory_order_relaxed);
-    g.data.wake_duty_count.store(0, std::memory_order_relaxed);
-    g.tid.store(0, std::memory_order_relaxed);
-  }
+  g_guests.ResetAll();
   t_data.wake_duty_count.store(0, std::memory_order_relaxed);
   for (auto& shard : r.parked) shard.n.store(0, std::memory_order_relaxed);
   // The forking thread may be parked itself (fork() from a signal handler
@@ -259,26 +252,16 @@ __attribute__((constructor)) void AtLoad() {
 }  // namespace
 
 ThreadData* internal::AcquireGuestData(int32_t tid) {
-  for (;;) {
-    // Its own record first: a park it left by siglongjmp kept it.
-    for (GuestRecord& g : g_guests) {
-      if (g.tid.load(std::memory_order_acquire) == tid) return &g.data;
-    }
-    for (GuestRecord& g : g_guests) {
-      int32_t free = 0;
-      if (g.tid.compare_exchange_strong(free, tid, std::memory_order_acquire)) {
-        return &g.data;
-      }
-    }
+  // Its own record first (FindOrClaim): a park it left by siglongjmp kept
+  // it.
+  return g_guests.FindOrClaim(tid, [] {
     const struct timespec ms = {0, 1000000};
     RawSyscall6(SYS_nanosleep, reinterpret_cast<long>(&ms), 0, 0, 0, 0, 0);
-  }
+  });
 }
 
-void internal::ReleaseGuestData(ThreadData* td) {
-  for (GuestRecord& g : g_guests) {
-    if (&g.data == td) g.tid.store(0, std::memory_order_release);
-  }
+void internal::ReleaseGuestData(ThreadData* td, int32_t tid) {
+  g_guests.Release(td, tid);
 }
 
 bool internal::LotInitialized() {

@@ -144,15 +144,16 @@ void InstallDeferredUnparkRunner();
 bool LotInitialized();
 // The parking record of a task on another task's TLS (hash/shared_tls.h:
 // OnForeignTls), whose ThreadData is its owner's: one of kGuestRecords records in .bss,
-// claimed for kernel thread id `tid` (the caller's) until
-// ReleaseGuestData. Not registered (slot kNoSlot: no owner state, no
-// counters that reach the statistics). A record `tid` claimed before and
-// never released (its park left by siglongjmp) is returned again, perhaps
-// still queued: Park evicts it as it evicts a thread's own. When every
-// record is taken, sleeps a millisecond at a time until one is released.
+// claimed for kernel thread id `tid` (the caller's) and reset, until
+// ReleaseGuestData(td, tid). Not registered (slot kNoSlot: no owner state,
+// no counters that reach the statistics). A record `tid` claimed before
+// and never released (its park left by siglongjmp) is returned again as it
+// was, perhaps still queued: Park evicts it as it evicts a thread's own.
+// When every record is taken, sleeps a millisecond at a time until one is
+// released. Async-signal-safe but for that sleep.
 inline constexpr size_t kGuestRecords = 32;
 ThreadData* AcquireGuestData(int32_t tid);
-void ReleaseGuestData(ThreadData* td);
+void ReleaseGuestData(ThreadData* td, int32_t tid);
 // Tests only: called by RunWakeDuty with the thread's data, its duty
 // written, before it wakes anyone (a slow, forking or vanishing helper).
 // nullptr (the default) in every program.
