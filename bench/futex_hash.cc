@@ -470,6 +470,8 @@ int RunChild(const Configuration& config, int threads, int keys,
     result["table"] = absl::StrCat(st.buckets);
     result["growths"] = absl::StrCat(st.growths);
     result["collision_growths"] = absl::StrCat(st.collision_growths);
+    result["sampled_locks"] = absl::StrCat(st.sampled_locks);
+    result["sampled_collisions"] = absl::StrCat(st.sampled_collisions);
   }
   PrintResult(result);
   if (errors != 0) {

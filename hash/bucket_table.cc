@@ -238,15 +238,17 @@ __attribute__((tls_model("initial-exec"))) thread_local uint32_t t_table_busy;
 // Collision sampling of this thread (BucketTable::kCollisionWindow):
 // LockBucket calls until its next sample, the generator of the intervals
 // (the same sequence in every thread: tests can count on it), and the
-// samples of its current window.
+// samples and collisions of its current batch, not yet added to the
+// table's window.
 __attribute__((tls_model("initial-exec"))) thread_local uint32_t
     t_sample_countdown = BucketTable::kCollisionSampleEvery;
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_sample_rng =
     0x9E3779B97F4A7C15ull;
-__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_locks;
-__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_collisions;
-// The table size when this thread's current window began.
-__attribute__((tls_model("initial-exec"))) thread_local size_t t_window_from;
+__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_batch_samples;
+__attribute__((tls_model("initial-exec"))) thread_local uint32_t
+    t_batch_collisions;
+// The table size when this thread's current batch began.
+__attribute__((tls_model("initial-exec"))) thread_local size_t t_batch_from;
 
 struct BusyScope {
   BusyScope() { ++t_table_busy; }
@@ -321,7 +323,7 @@ void internal::LeaveOutermostSection(SectionState* s, BucketTable* table) {
   if (s->grow_table != nullptr && t_table_busy == 0) {
     BucketTable* due = s->grow_table;
     s->grow_table = nullptr;
-    if (due == table) table->GrowForCollisions(s->grow_from);
+    if (due == table) table->GrowForCollisions(s->grow_from, s->grow_to);
   }
 }
 
@@ -470,33 +472,58 @@ size_t BucketTable::TargetBuckets(size_t live_threads) const {
 void BucketTable::SampleCollision(Bucket* b, uintptr_t key,
                                   size_t size) const {
   // The address of a thread-local names the live thread; 0: the bucket's
-  // first lock in this table.
-  const uintptr_t self = reinterpret_cast<uintptr_t>(&t_locks);
-  const uintptr_t last = b->last_locker;
-  if (last != self && last != 0 && b->last_key != key) ++t_collisions;
-  b->last_key = key;
-  b->last_locker = self;
-  if (t_locks++ == 0) t_window_from = size;
-  if (t_locks < kCollisionWindow) return;
-  const uint32_t collisions = t_collisions;
-  t_locks = 0;
-  t_collisions = 0;
-  sampled_locks_.fetch_add(kCollisionWindow, std::memory_order_relaxed);
+  // first lock in this table. The record changes only with the key: a
+  // sample of the record's key (a thread back at its own key, a waker and
+  // its waiter, threads contending for one lock) writes nothing, so the
+  // line that other CPUs spin on is not written inside the lock.
+  const uintptr_t self = reinterpret_cast<uintptr_t>(&t_batch_samples);
+  if (b->last_key != key) {
+    const uintptr_t last = b->last_locker;
+    if (last != self && last != 0) ++t_batch_collisions;
+    b->last_key = key;
+    b->last_locker = self;
+  }
+  if (t_batch_samples++ == 0) t_batch_from = size;
+  if (t_batch_samples < kCollisionBatch) return;
+  const uint64_t batch =
+      uint64_t{t_batch_collisions} << 32 | t_batch_samples;
+  t_batch_samples = 0;
+  t_batch_collisions = 0;
+  // A batch that spans a growth counted collisions of a smaller table.
+  if (t_batch_from != size) return;
+  // One shared write per kCollisionBatch samples. The flush that fills the
+  // window takes it whole (and leaves an empty one); the counts other
+  // threads add until then belong to it too.
+  const uint64_t before = window_.fetch_add(batch, std::memory_order_relaxed);
+  if (static_cast<uint32_t>(before) >= kCollisionWindow ||
+      static_cast<uint32_t>(before + batch) < kCollisionWindow) {
+    return;
+  }
+  const uint64_t window = window_.exchange(0, std::memory_order_relaxed);
+  const uint64_t samples = static_cast<uint32_t>(window);
+  const uint64_t collisions = window >> 32;
+  // Emptied by a growth (Replace) since the fill: the new table's counts.
+  if (samples < kCollisionWindow) return;
+  sampled_locks_.fetch_add(samples, std::memory_order_relaxed);
   sampled_collisions_.fetch_add(collisions, std::memory_order_relaxed);
-  if (collisions * kCollisionRateDivisor <= kCollisionWindow) return;
-  // A window that spans a growth counted collisions of a smaller table.
-  if (t_window_from != size) return;
+  if (collisions * kCollisionRateDivisor <= samples) return;
   if (size >= options_.max_collision_buckets || immutable()) return;
+  // While buckets hold few keys each, collisions fall in proportion to the
+  // size: grow by the factor that brings the rate to the threshold at once
+  // (one window per growth, not one per doubling), at least 2x.
+  const size_t factor = RoundUpPow2(static_cast<size_t>(
+      (collisions * kCollisionRateDivisor + samples - 1) / samples));
   SectionState* sections = Sections(/*claim=*/false);
   sections->grow_table = const_cast<BucketTable*>(this);
   sections->grow_from = size;
+  sections->grow_to = size * (factor < 2 ? 2 : factor);
 }
 
-void BucketTable::GrowForCollisions(size_t from) {
+void BucketTable::GrowForCollisions(size_t from, size_t to) {
   // A signal handler interrupting this growth (holding grow_lock_) must not
   // start another on this thread.
   BusyScope busy;
-  size_t target = from * 2;
+  size_t target = to;
   if (target > options_.max_collision_buckets) {
     target = options_.max_collision_buckets;
   }
@@ -541,6 +568,10 @@ bool BucketTable::Replace(size_t target, bool for_collisions)
     old_buckets[i].head = old_buckets[i].tail = nullptr;
   }
   table_.store(fresh, std::memory_order_seq_cst);
+  // The window's counts were of the old table. (A batch checked against
+  // the old size just before this may still land in the new window: at
+  // most one batch per thread, a slight over-count.)
+  window_.store(0, std::memory_order_relaxed);
   if (fresh->size >= options_.max_buckets) {
     immutable_.store(true, std::memory_order_release);
   }

@@ -29,14 +29,15 @@ class BucketTable;
 namespace internal {
 // A task's lock sections (BucketTable::InLockSection): how many it has
 // open, whether a signal handler asked for the section-exit hook, and the
-// table it asks to double for collisions (nullptr: none due) with that
-// table's size then. Two flags, not one bit field: a handler sets
-// hook_due while its thread may be setting grow_table.
+// table it asks to grow for collisions (nullptr: none due), from which
+// size to which. Two flags, not one bit field: a handler sets hook_due
+// while its thread may be setting grow_table.
 struct SectionState {
   uint32_t sections;
   bool hook_due;
   BucketTable* grow_table;
   size_t grow_from;
+  size_t grow_to;
 };
 // The calling thread's (constinit, initial-exec: one %fs-relative access,
 // no TLS wrapper, reachable from a signal handler).
@@ -102,7 +103,8 @@ struct alignas(64) Bucket {
   uint64_t rng ABSL_GUARDED_BY(lock) = 0;
   // The `adaptive` policy's collision record: the key and the thread (an
   // address unique to the live thread) of the last sampled LockBucket here
-  // (see BucketTable::kCollisionWindow). Written only by samples.
+  // whose key differed from the record's (see
+  // BucketTable::kCollisionWindow). Written only by such samples.
   uintptr_t last_key ABSL_GUARDED_BY(lock) = 0;
   uintptr_t last_locker ABSL_GUARDED_BY(lock) = 0;
 
@@ -279,23 +281,33 @@ class BucketTable {
   // lock pass between them (and their CPUs) although their keys are
   // unrelated, which a bigger table would separate. A waker and its waiter
   // share a key, and one thread cycling over its own keys shares nothing
-  // with anyone: neither counts. Only samples write the bucket's record:
-  // a store into a bucket line that other CPUs spin on would cost a cache
-  // miss inside the lock on every contended acquisition. After every
-  // kCollisionWindow samples, a thread that saw more than 1 in
-  // kCollisionRateDivisor collisions marks a doubling due (a window that
-  // spans a growth asks for nothing); the table doubles
-  // when that thread's outermost lock section ends, if it is not itself
-  // inside a growth,
-  // registration or fork (a signal handler may be running on it), and if no
-  // other thread grew the table since the window ended. Like every growth
-  // it waits for nobody (it may run on any thread, in a handler): the old
-  // table is retired and stays mapped.
+  // with anyone: neither counts. Only samples of another key than the
+  // record's write the bucket's record: a store into a bucket line that
+  // other CPUs spin on costs a cache miss inside the lock.
+  //
+  // A thread adds its samples to the table's window in batches of
+  // kCollisionBatch (one shared atomic add per batch; a batch that spans a
+  // growth is dropped). The batch that fills a window of kCollisionWindow
+  // samples, from all threads together, judges it: more than 1 in
+  // kCollisionRateDivisor collisions marks a growth due, by the power of two
+  // that would bring the rate down to that (collisions fall in proportion
+  // to the size while buckets hold few keys), at least 2x. A window from all
+  // threads fills at the process's rate, not one thread's: with 256 threads
+  // sharing 2 CPUs, a window per thread took 100 ms per doubling. The table
+  // grows when that thread's outermost lock section ends, if it is not
+  // itself inside a growth, registration or fork (a signal handler may be
+  // running on it), and if no other thread grew the table since. Like
+  // every growth it waits for nobody (it may run on any thread, in a
+  // handler): the old table is retired and stays mapped.
   static constexpr uint32_t kCollisionSampleEvery = 16;  // mean interval
-  static constexpr uint32_t kCollisionWindow = 1024;     // samples
-  // 1 in 32: the table doubles until a thread's sampled buckets were last
-  // used by another thread's other key less than about 3% of the time.
-  static constexpr uint32_t kCollisionRateDivisor = 32;
+  static constexpr uint32_t kCollisionBatch = 64;        // samples
+  static constexpr uint32_t kCollisionWindow = 2048;     // samples
+  // 1 in 128: a bucket shared with another thread's key costs a cache-line
+  // transfer (about 100 ns here) each time either thread comes back to it,
+  // on operations of 20-40 ns, so even 1% of samples colliding (2% of a
+  // thread's buckets shared) cost 4% in futex_hash at 2 threads
+  // (4,096 buckets: 1.07% collisions, 0.96x the ops/s of 8,192: 0%).
+  static constexpr uint32_t kCollisionRateDivisor = 128;
 
   // Grows the table if `live_threads` calls for more buckets under the
   // policy. Blocks while another thread grows. Must be called outside any
@@ -335,9 +347,10 @@ class BucketTable {
   uint64_t collision_growths() const {
     return collision_growths_.load(std::memory_order_relaxed);
   }
-  // Sampled LockBucket calls (whole windows; 1 in kCollisionSampleEvery)
-  // and the collisions among them, summed over threads (kAdaptive; 0
-  // otherwise).
+  // Sampled LockBucket calls and the collisions among them, of every
+  // judged window (kAdaptive; 0 otherwise): 1 in kCollisionSampleEvery
+  // locks, less the batches dropped at growths and the window that is
+  // still filling.
   uint64_t sampled_locks() const {
     return sampled_locks_.load(std::memory_order_relaxed);
   }
@@ -379,8 +392,9 @@ class BucketTable {
   // the current table of `size` buckets.
   void SampleCollision(Bucket* b, uintptr_t key, size_t size) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock);
-  // Doubles a table of `from` buckets for collisions (see kCollisionWindow).
-  void GrowForCollisions(size_t from);
+  // Grows a table of `from` buckets to `to` for collisions (see
+  // kCollisionWindow), within the caps.
+  void GrowForCollisions(size_t from, size_t to);
   friend void internal::LeaveOutermostSection(internal::SectionState*,
                                               BucketTable*);
   // Publishes a zeroed table of `target` buckets, moving every waiter to it,
@@ -400,6 +414,10 @@ class BucketTable {
   mutable std::atomic<uint64_t> sampled_collisions_{0};
   // kAdaptive: LockBucket samples collisions.
   bool sample_collisions_ = false;
+  // kAdaptive: the current window of samples, collisions << 32 | samples
+  // (see kCollisionWindow); emptied when a window is judged and at growth.
+  // On a line of its own: every LockBucket reads table_.
+  alignas(64) mutable std::atomic<uint64_t> window_{0};
   // Tables replaced by growths, freed at destruction (linked through their
   // headers); guarded by grow_lock_.
   Table* retired_ = nullptr;

@@ -411,14 +411,7 @@ void DeferUnpark(ThreadData* td, uintptr_t key, size_t count,
 
 }  // namespace
 
-bool internal::EvictOwnRecord(ThreadData* td) {
-  if (td->parker.load(std::memory_order_acquire) == 0) {
-    // A wake duty still due here means the wait it came with was left
-    // without the lot's help (siglongjmp from a handler the shim did not
-    // wrap): run it now rather than never.
-    RunWakeDuty(td);
-    return false;
-  }
+bool internal::EvictQueuedOwnRecord(ThreadData* td) {
   BucketTable& table = GlobalTable();
   if (LeaveQueue(td, table, [](uintptr_t, bool) {}) == Leave::kUnparkedFirst) {
     return false;

@@ -387,10 +387,7 @@ bool ClaimParker(ThreadData* td) {
 
 void WakeParker(ThreadData* td) { FutexWakePrivate(&td->parker, 1); }
 
-void RunWakeDuty(ThreadData* td) {
-  // Acquire: pairs with the release by which this thread saw itself
-  // released (the duty was written before it), also when a signal handler
-  // runs this after its own acquire load of the parker.
+void RunWakeDutySlow(ThreadData* td) {
   const uint32_t n = td->wake_duty_count.load(std::memory_order_acquire);
   if (n == 0) return;
   if (auto* hook = internal::g_wake_duty_hook.load(std::memory_order_relaxed)) {

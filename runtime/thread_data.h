@@ -134,9 +134,12 @@ extern constinit __attribute__((tls_model("initial-exec"))) thread_local bool
 ThreadData* RegisterCurrentThread();
 // If `td` (the calling thread's) is still queued from a wait it left
 // without the lot's help (siglongjmp out of a signal handler), removes it,
-// released with kDefaultUnparkToken. Returns whether it did. Defined in
+// released with kDefaultUnparkToken. Returns whether it did. Inline below
+// RunWakeDuty: every park asks, and almost never is the record queued.
+inline bool EvictOwnRecord(ThreadData* td);
+// EvictOwnRecord once the record is found queued. Defined in
 // parking_lot.cc.
-bool EvictOwnRecord(ThreadData* td);
+bool EvictQueuedOwnRecord(ThreadData* td);
 // Makes the table run the deferred-unpark runner at section exits (see
 // UnparkUpTo). Called once, when the lot is initialized.
 void InstallDeferredUnparkRunner();
@@ -209,8 +212,28 @@ void WakeParker(ThreadData* td);
 // touches the woken threads' memory). Called by the thread owning `td` at
 // every point where it finds itself released (SleepOnParker, LeaveQueue,
 // EvictOwnRecord) and by EnterSignalHandler, so that a handler that leaves
-// by siglongjmp cannot strand the threads it was to wake.
-void RunWakeDuty(ThreadData* td);
+// by siglongjmp cannot strand the threads it was to wake. The check is
+// inline: every park passes here, and almost none has a duty.
+void RunWakeDutySlow(ThreadData* td);
+inline void RunWakeDuty(ThreadData* td) {
+  // Acquire: pairs with the release by which this thread saw itself
+  // released (the duty was written before it), also when a signal handler
+  // runs this after its own acquire load of the parker.
+  if (td->wake_duty_count.load(std::memory_order_acquire) != 0) {
+    RunWakeDutySlow(td);
+  }
+}
+
+inline bool internal::EvictOwnRecord(ThreadData* td) {
+  if (td->parker.load(std::memory_order_acquire) == 0) {
+    // A wake duty still due here means the wait it came with was left
+    // without the lot's help (siglongjmp from a handler the shim did not
+    // wrap): run it now rather than never.
+    RunWakeDuty(td);
+    return false;
+  }
+  return EvictQueuedOwnRecord(td);
+}
 
 // The registry of threads that have used the parking lot.
 namespace registry {

@@ -156,8 +156,10 @@ TEST(AdaptiveUnderSignals, CollisionGrowthsWithHandlersLockingTheTable) {
   for (int r = 0; r < rounds && !HasFailure(); ++r) {
     growths += Round(absl::Seconds(10));
   }
-  // 16 -> 1,024 is six doublings per round, all for collisions.
-  EXPECT_EQ(growths, 6u * rounds);
+  // 16 -> 1,024 takes one to six growths per round (a growth goes as far
+  // as its window's collision rate calls for), all for collisions.
+  EXPECT_GE(growths, 1u * rounds);
+  EXPECT_LE(growths, 6u * rounds);
   EXPECT_GT(g_handler_locks.load(), 0u);
   std::printf("%d rounds, %llu collision growths, %llu handlers during which "
               "the table grew, %llu handler locks, %llu handlers in a lock "

@@ -1,9 +1,9 @@
 // hash/: the `adaptive` growth policy on BucketTable instances built from
-// TableOptions: it grows as `threads` does, and also doubles when sampled
+// TableOptions: it grows as `threads` does, and also grows when sampled
 // buckets collide (a bucket last sampled by another thread, for another
-// key), up to its collision cap, never past max_buckets, and never below
-// what live threads need; the table counts why it grew and the collisions it
-// sampled.
+// key), by the factor the window's collision rate calls for, up to its
+// collision cap, never past max_buckets, and never below what live threads
+// need; the table counts why it grew and the collisions it sampled.
 //
 // Collisions are made deterministic: two fresh threads take turns, one lock
 // each, on two keys of one bucket; on one key, or one thread alone on two
@@ -26,12 +26,18 @@ namespace parklot {
 namespace {
 
 constexpr uint32_t kWindow = BucketTable::kCollisionWindow;
-// LockBucket calls of one thread that complete exactly `n` windows of
-// samples: the intervals average kCollisionSampleEvery, and n windows' worth
-// of them strays from its mean by far less than the half window added.
-constexpr uint32_t LocksForWindows(uint32_t n) {
-  return (2 * n + 1) * kWindow * BucketTable::kCollisionSampleEvery / 2;
+// LockBucket calls of each of `threads` threads running evenly that
+// complete exactly `n` of the table's windows of samples, all threads
+// together: the intervals average kCollisionSampleEvery, and the samples of
+// that many calls stray from their mean (by about 20) far less than the
+// quarter window added (shared among them), which leaves the next
+// window unjudged.
+constexpr uint32_t LocksForWindows(uint32_t n, uint32_t threads = 2) {
+  return (n * kWindow + kWindow / 4) / threads *
+         BucketTable::kCollisionSampleEvery;
 }
+// A window in which every sample collides asks for this factor.
+constexpr size_t kAllCollideFactor = BucketTable::kCollisionRateDivisor;
 
 TableOptions Adaptive(size_t max_collision_buckets = size_t{1} << 16,
                       size_t max_buckets = size_t{1} << 19) {
@@ -111,22 +117,56 @@ TEST(AdaptivePolicy, ParsesAndNames) {
 
 // Two threads taking turns on two keys of one bucket pass its line and
 // lock between them: a sample is a collision whenever the bucket's previous
-// sample was the other thread's. Thread 0 completes its window first and
-// doubles the table at the end of that window's last read section; thread
-// 1's window then spans a growth and asks for nothing.
+// sample was the other thread's, which (both draw the same intervals) is
+// every sample but the first. The batch that fills the table's window asks
+// for the factor that rate calls for, and the table grows by it at once
+// when that thread's read section ends; the batches after it began in the
+// old table and count nothing.
 TEST(AdaptivePolicy, GrowsOnCollisions) {
   WATCHDOG("GrowsOnCollisions");
   BucketTable t(Adaptive());
   ASSERT_EQ(t.bucket_count(), 16u);
   TakeTurns(t, SameBucket(t), LocksForWindows(1));
-  EXPECT_EQ(t.bucket_count(), 32u);
+  EXPECT_EQ(t.bucket_count(), 16u * kAllCollideFactor);
   EXPECT_EQ(t.growths(), 1u);
   EXPECT_EQ(t.collision_growths(), 1u);
-  // About 1 in kCollisionSampleEvery locks, whole windows only.
-  EXPECT_EQ(t.sampled_locks(), 2u * kWindow);
+  // About 1 in kCollisionSampleEvery locks, judged windows only.
+  EXPECT_EQ(t.sampled_locks(), kWindow);
   // Well above the rate that asks for a doubling.
   EXPECT_GT(t.sampled_collisions() * BucketTable::kCollisionRateDivisor,
             4 * t.sampled_locks());
+}
+
+// The window is the table's, filled by all threads together: four threads
+// taking turns on four keys of one bucket, each taking a quarter of a
+// window's samples (a per-thread window would still be filling), grow the
+// table once.
+TEST(AdaptivePolicy, AWindowFillsFromAllThreads) {
+  WATCHDOG("AWindowFillsFromAllThreads");
+  BucketTable t(Adaptive());
+  constexpr int kThreads = 4;
+  uintptr_t keys[kThreads];
+  int found = 0;
+  const size_t index = t.BucketIndex(reinterpret_cast<uintptr_t>(&g_words[0]));
+  for (size_t i = 0; i < 4096 && found < kThreads; ++i) {
+    const uintptr_t k = reinterpret_cast<uintptr_t>(&g_words[i]);
+    if (t.BucketIndex(k) == index) keys[found++] = k;
+  }
+  ASSERT_EQ(found, kThreads);
+  std::atomic<int> turn{0};
+  auto body = [&](int me) {
+    for (uint32_t i = 0; i < LocksForWindows(1, kThreads); ++i) {
+      while (turn.load(std::memory_order_acquire) != me) sched_yield();
+      LockOnce(t, keys[me]);
+      turn.store((me + 1) % kThreads, std::memory_order_release);
+    }
+  };
+  std::thread threads[kThreads];
+  for (int i = 0; i < kThreads; ++i) threads[i] = std::thread(body, i);
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(t.collision_growths(), 1u);
+  EXPECT_EQ(t.bucket_count(), 16u * kAllCollideFactor);
+  EXPECT_EQ(t.sampled_locks(), kWindow);
 }
 
 // Threads that cycle over their keys are sampled all over their cycles,
@@ -182,7 +222,7 @@ TEST(AdaptivePolicy, TakingTurnsOnOneKeyGrowsNothing) {
   BucketTable t(Adaptive());
   const KeyPair keys = SameBucket(t);
   TakeTurns(t, {keys.a, keys.a}, LocksForWindows(2));
-  EXPECT_EQ(t.sampled_locks(), 4u * kWindow);
+  EXPECT_EQ(t.sampled_locks(), 2u * kWindow);
   EXPECT_EQ(t.sampled_collisions(), 0u);
   EXPECT_EQ(t.bucket_count(), 16u);
 }
@@ -193,7 +233,7 @@ TEST(AdaptivePolicy, NoGrowthWithoutCollisions) {
   BucketTable t(Adaptive());
   const KeyPair keys = SameBucket(t);
   std::thread([&] {
-    for (uint32_t i = 0; i < LocksForWindows(4); ++i) {
+    for (uint32_t i = 0; i < LocksForWindows(4, /*threads=*/1); ++i) {
       LockOnce(t, i % 2 == 0 ? keys.a : keys.b);
     }
   }).join();
@@ -224,15 +264,14 @@ TEST(AdaptivePolicy, CollisionGrowthIsCapped) {
     TakeTurns(t, SameBucket(t), LocksForWindows(1));
   }
   EXPECT_EQ(t.bucket_count(), 64u);
-  EXPECT_EQ(t.collision_growths(), 2u);  // 16 -> 32 -> 64
-  // At the cap nothing is sampled: round 1's second thread ends its window
-  // there (its last sample is not taken), and round 2 samples nothing.
-  EXPECT_EQ(t.sampled_locks(), 3u * kWindow);
+  EXPECT_EQ(t.collision_growths(), 1u);  // 16 -> 64, not 16 x 128
+  // At the cap nothing is sampled: rounds 2 and 3 sample nothing.
+  EXPECT_EQ(t.sampled_locks(), kWindow);
   EXPECT_FALSE(t.immutable());
   EXPECT_TRUE(t.MaybeGrow(100));  // 400 -> 512
   EXPECT_EQ(t.bucket_count(), 512u);
-  EXPECT_EQ(t.growths(), 3u);
-  EXPECT_EQ(t.collision_growths(), 2u);
+  EXPECT_EQ(t.growths(), 2u);
+  EXPECT_EQ(t.collision_growths(), 1u);
 
   BucketTable small(Adaptive(size_t{1} << 16, /*max_buckets=*/32));
   for (int round = 0; round < 2; ++round) {
@@ -247,7 +286,7 @@ TEST(AdaptivePolicy, CollisionGrowthIsCapped) {
 // applies as under `threads`, and a collision growth only adds.
 TEST(AdaptivePolicy, NeverBelowWhatThreadsNeed) {
   WATCHDOG("NeverBelowWhatThreadsNeed");
-  BucketTable t(Adaptive());
+  BucketTable t(Adaptive(/*max_collision_buckets=*/1024));
   TableOptions threads_options = Adaptive();
   threads_options.policy = GrowthPolicy::kThreads;
   const BucketTable threads(threads_options);
@@ -256,7 +295,7 @@ TEST(AdaptivePolicy, NeverBelowWhatThreadsNeed) {
   }
   EXPECT_TRUE(t.MaybeGrow(100));  // 512
   TakeTurns(t, SameBucket(t), LocksForWindows(1));
-  EXPECT_EQ(t.bucket_count(), 1024u);
+  EXPECT_EQ(t.bucket_count(), 1024u);  // the collision cap
   EXPECT_FALSE(t.MaybeGrow(5));
   EXPECT_FALSE(t.MaybeGrow(100));
   EXPECT_EQ(t.bucket_count(), 1024u);
@@ -285,7 +324,7 @@ TEST(AdaptivePolicy, GrowsOnlyWhenTheOutermostSectionEnds) {
     changed_inside += t.bucket_count() != before;
   });
   EXPECT_EQ(changed_inside, 0u);
-  EXPECT_EQ(t.bucket_count(), 32u);  // grown when an `outer` ended
+  EXPECT_EQ(t.bucket_count(), 16u * kAllCollideFactor);  // when an `outer` ended
   EXPECT_EQ(t.collision_growths(), 1u);
 }
 
