@@ -2,15 +2,16 @@
 // BucketTable::ReadSection (the thread's lock section: a thread-local depth
 // count; retired tables stay mapped, so nothing is pinned) per iteration on
 // a growable table vs on an immutable table (kFixed), which since the
-// lock-section merge cost the same, vs no section at all; and LockBucket + UnlockBucket of one of 1,024 keys, in
-// turn, inside each (futex_hash's per-wait table work without the park).
+// lock-section merge cost the same, vs no section at all; and LockBucket +
+// UnlockBucket of one of 1,024 keys, in turn, inside each (futex_hash's
+// per-wait table work without the park).
 // One thread, no contention: the figures are the instructions and cycles
 // the section adds to every Park/Unpark, nothing else.
 //
-//   bazel run //bench:read_section -- --benchmark_repetitions=7 \
-//       --benchmark_enable_random_interleaving=true
-//   valgrind --tool=callgrind bazel-bin/bench/read_section \
-//       --benchmark_min_time=0.01    (instructions per ReadSection call)
+//   bazel run //bench:read_section -- --benchmark_repetitions=7
+//       --benchmark_enable_random_interleaving=true          (one line)
+//   valgrind --tool=callgrind bazel-bin/bench/read_section
+//       --benchmark_min_time=0.01    (one line; instructions per call)
 #include <atomic>
 #include <cstdint>
 #include <memory>
