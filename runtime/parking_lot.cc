@@ -668,10 +668,26 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
   return result;
 }
 
+namespace {
+// The queue record of the task a handler runs on: a task on another task's
+// TLS has the guest record it holds (nullptr: it is in no wait), never the
+// TLS owner's, which may be queued in a wait of its own that the handler
+// must not mark, and whose wake duty is the owner's to run.
+ThreadData* HandlerTaskRecord() {
+  if (__builtin_expect(TlsMayBeShared(), 0)) {
+    if (const int32_t tid = ForeignTaskId(); tid != 0) {
+      return internal::FindGuestData(tid);
+    }
+  }
+  return internal::t_registered ? &internal::t_data : nullptr;
+}
+}  // namespace
+
 void EnterSignalHandler(SignalHandlerScope* scope) {
   scope->marked_away = false;
-  if (!internal::t_registered) return;
-  ThreadData* td = &internal::t_data;
+  ThreadData* td = HandlerTaskRecord();
+  scope->record = td;
+  if (td == nullptr) return;
   std::atomic<uint32_t>& parker = td->parker;
   uint32_t v = parker.load(std::memory_order_acquire);
   for (;;) {
@@ -701,7 +717,7 @@ void EnterSignalHandler(SignalHandlerScope* scope) {
 
 void LeaveSignalHandler(const SignalHandlerScope& scope) {
   if (!scope.marked_away) return;
-  std::atomic<uint32_t>& parker = internal::t_data.parker;
+  std::atomic<uint32_t>& parker = scope.record->parker;
   uint32_t v = parker.load(std::memory_order_relaxed);
   // Evicted meanwhile (0, or queued afresh by a Park in the handler, which
   // evicted the record first): nothing of ours is left to clear.

@@ -250,11 +250,16 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
 // siglongjmp (see the top of this file); LeaveSignalHandler, run if the
 // handler returns, clears the mark again. If the thread was just released
 // as part of a wake tree (see UnparkAll) and still owes its share of the
-// wake-ups, EnterSignalHandler makes them first. Async-signal-safe; `scope`
-// lives in the wrapper's frame. A program that links the library and has a
-// handler that may leave by siglongjmp calls these itself.
+// wake-ups, EnterSignalHandler makes them first. The record is the calling
+// task's own: on a TLS that another task shares (below), a task other than
+// the TLS's owner has the guest record it parks on, if any, never the
+// owner's. Async-signal-safe; `scope` lives in the wrapper's frame. A
+// program that links the library and has a handler that may leave by
+// siglongjmp calls these itself.
+struct ThreadData;
 struct SignalHandlerScope {
   bool marked_away = false;
+  ThreadData* record = nullptr;  // the record marked, if marked_away
 };
 void EnterSignalHandler(SignalHandlerScope* scope);
 void LeaveSignalHandler(const SignalHandlerScope& scope);

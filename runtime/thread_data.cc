@@ -264,6 +264,8 @@ void internal::ReleaseGuestData(ThreadData* td, int32_t tid) {
   g_guests.Release(td, tid);
 }
 
+ThreadData* internal::FindGuestData(int32_t tid) { return g_guests.Find(tid); }
+
 bool internal::LotInitialized() {
   return g_init.load(std::memory_order_acquire) == 2;
 }

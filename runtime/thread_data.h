@@ -157,6 +157,9 @@ bool LotInitialized();
 inline constexpr size_t kGuestRecords = 32;
 ThreadData* AcquireGuestData(int32_t tid);
 void ReleaseGuestData(ThreadData* td, int32_t tid);
+// The guest record task `tid` holds (it is parking or parked), or nullptr.
+// Lock-free, async-signal-safe.
+ThreadData* FindGuestData(int32_t tid);
 // Tests only: called by RunWakeDuty with the thread's data, its duty
 // written, before it wakes anyone (a slow, forking or vanishing helper).
 // nullptr (the default) in every program.
