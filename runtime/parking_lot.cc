@@ -101,12 +101,11 @@ Waiter* TakeWaiters(Bucket* b, uintptr_t key, bool claim, Take take,
 }
 
 // The wake tree's shape (measured: docs/investigations/multi_wake.md).
-// Up to kWakeSerialMax threads, the unparker wakes each itself: a tree's
-// extra hops cost the last waiter more than the serial wakes do. Above
-// it, the unparker wakes kWakeRoots threads, and every woken thread wakes
-// up to kWakeFanout more (ThreadData::wake_duty) before it returns from
-// its park.
-constexpr size_t kWakeSerialMax = 32;
+// Up to kWakeSerialMax threads (parking_lot.h), the unparker wakes each
+// itself: a tree's extra hops cost the last waiter more than the serial
+// wakes do. Above it, the unparker wakes kWakeRoots threads, and every
+// woken thread wakes up to kWakeFanout more (ThreadData::wake_duty) before
+// it returns from its park.
 constexpr size_t kWakeRoots = 2;
 
 // Releases the `count` threads of `chain` with `token`, under the bucket
@@ -228,12 +227,14 @@ Waiter* TakeFirst(Bucket* b, uintptr_t key, size_t limit, size_t* count,
 // stay parked: only their key and queue change. Away waiters met on the way
 // are released into `wakes` (TakeWaiters).
 void RequeueFirst(Bucket* bf, uintptr_t from, Bucket* bt, uintptr_t to,
-                  size_t limit, size_t* count, WakeList* wakes)
+                  size_t limit, size_t* count, WakeList* wakes,
+                  bool retag = false)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(bf->lock, bt->lock) {
   Waiter* chain = TakeUpTo(bf, from, /*claim=*/false, limit, kAnyParkToken,
                            count, wakes);
   while (chain != nullptr) {
     Waiter* next = chain->next;
+    if (retag) DataOf(chain)->park_token = kRequeuedParkToken;
     chain->key.store(to, std::memory_order_relaxed);
     bt->Enqueue(chain);
     chain = next;
@@ -576,24 +577,49 @@ bool OnlyUnparkUpToIsSafe() {
   return CurrentThreadDataIfAny() == nullptr || BucketTable::InLockSection();
 }
 
-UnparkResult UnparkRequeue(
-    uintptr_t from, uintptr_t to, absl::FunctionRef<RequeueOp()> validate,
+namespace {
+
+// Threads parked on `key` in `b`, counted up to `limit`.
+size_t CountParked(const Bucket* b, uintptr_t key, size_t limit)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
+  size_t n = 0;
+  for (const Waiter* w = b->head; w != nullptr && n < limit; w = w->next) {
+    if (w->current_key() == key) ++n;
+  }
+  return n;
+}
+
+// UnparkRequeue with `validate(parked)`; `count` says whether to count.
+UnparkResult RequeueWith(
+    uintptr_t from, uintptr_t to, bool count,
+    absl::FunctionRef<RequeueOp(size_t)> validate,
     absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback) {
   // Registered before any bucket is locked: a registration may grow the
   // table, which no thread may do inside a ReadSection.
   ThreadData* self = CurrentThreadData();
   UnparkResult result;
   WithBucketPair(from, to, [&](Bucket* bf, Bucket* bt, WakeList* wakes) {
-    const RequeueOp op = validate();
+    const RequeueOp op =
+        validate(count ? CountParked(bf, from, kWakeTreeMin) : 0);
     if (op == RequeueOp::kAbort) return;
+    if (op == RequeueOp::kUnparkAll) {
+      Waiter* chain =
+          TakeFirst(bf, from, SIZE_MAX, &result.unparked_threads, wakes);
+      result.have_more_threads = false;
+      const UnparkToken token = callback(op, result);
+      ReleaseChain(chain, result.unparked_threads, token, wakes);
+      return;
+    }
     Waiter* wake = nullptr;
     if (op == RequeueOp::kUnparkOne || op == RequeueOp::kUnparkOneRequeueRest) {
       wake = TakeFirst(bf, from, 1, &result.unparked_threads, wakes);
     }
     if (op == RequeueOp::kRequeueOne || op == RequeueOp::kRequeueAll ||
-        op == RequeueOp::kUnparkOneRequeueRest) {
+        op == RequeueOp::kUnparkOneRequeueRest ||
+        op == RequeueOp::kRequeueAllRetagged) {
       const size_t limit = op == RequeueOp::kRequeueOne ? 1 : SIZE_MAX;
-      RequeueFirst(bf, from, bt, to, limit, &result.requeued_threads, wakes);
+      RequeueFirst(bf, from, bt, to, limit, &result.requeued_threads, wakes,
+                   op == RequeueOp::kRequeueAllRetagged);
     }
     result.have_more_threads = bf->HasKey(from, bf->head);
     if (wake != nullptr) result.be_fair = Fair(bf);
@@ -602,6 +628,23 @@ UnparkResult UnparkRequeue(
   });
   CountUnparks(self, result.unparked_threads);
   return result;
+}
+
+}  // namespace
+
+UnparkResult UnparkRequeue(
+    uintptr_t from, uintptr_t to, absl::FunctionRef<RequeueOp()> validate,
+    absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback) {
+  return RequeueWith(
+      from, to, /*count=*/false, [&validate](size_t) { return validate(); },
+      callback);
+}
+
+UnparkResult UnparkRequeueCounted(
+    uintptr_t from, uintptr_t to,
+    absl::FunctionRef<RequeueOp(size_t parked)> validate,
+    absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback) {
+  return RequeueWith(from, to, /*count=*/true, validate, callback);
 }
 
 UnparkResult UnparkFilter(

@@ -156,7 +156,24 @@ enum class RequeueOp {
   kRequeueAll,            // move all to `to`
   kUnparkOne,             // wake the first, leave the rest
   kRequeueOne,            // move only the first to `to`
+  kUnparkAll,             // wake every thread on `from` (a wake tree above
+                          // 32), move none
+  kRequeueAllRetagged,    // as kRequeueAll; each moved thread's park token
+                          // becomes kRequeuedParkToken
 };
+
+// The park token kRequeueAllRetagged gives the threads it moves: a thread
+// that finds it in ThreadData::park_token after its park knows it was
+// moved as one of a crowd (CondVar: the first of a broadcast's crowd that
+// the mutex's unlock wakes wakes the rest, sync/condvar.cc).
+inline constexpr ParkToken kRequeuedParkToken = ~(~ParkToken{0} >> 1);
+
+// An unpark of more than this many threads at once wakes them by a wake
+// tree (UnparkAll): the unparker makes two of the wake calls, whatever the
+// number. UnparkRequeue's counting `validate` sees the threads parked on
+// `from` counted up to kWakeTreeMin.
+inline constexpr size_t kWakeSerialMax = 32;
+inline constexpr size_t kWakeTreeMin = kWakeSerialMax + 1;
 
 // Moves threads parked on `from` to `to` (wait morphing: a condvar
 // broadcast moves its waiters onto the mutex instead of waking them).
@@ -166,6 +183,16 @@ enum class RequeueOp {
 // already parked there, keeping their order. Returns what was done.
 UnparkResult UnparkRequeue(
     uintptr_t from, uintptr_t to, absl::FunctionRef<RequeueOp()> validate,
+    absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback);
+
+// As UnparkRequeue, but `validate(parked)` also sees how many threads are
+// parked on `from`, counted up to kWakeTreeMin (kWakeTreeMin: that many or
+// more), so that it can choose between moving a crowd and waking it
+// (CondVar's broadcast: docs/design.md section 4). Counting scans the
+// bucket's queue until it has found kWakeTreeMin.
+UnparkResult UnparkRequeueCounted(
+    uintptr_t from, uintptr_t to,
+    absl::FunctionRef<RequeueOp(size_t parked)> validate,
     absl::FunctionRef<UnparkToken(RequeueOp, UnparkResult)> callback);
 
 enum class FilterOp { kUnpark, kSkip, kStop };

@@ -45,6 +45,31 @@ RequeueOp RequeueOrWake(std::atomic<uintptr_t>* cv, uintptr_t s, bool* stale,
                                                               : wake;
 }
 
+// What the first of a broadcast's requeued crowd gives the rest when it
+// wakes them (neither kNotifiedToken nor the mutex's tokens): they relock
+// as any notified waiter, without waking anyone.
+constexpr UnparkToken kCrowdToken = 2;
+
+// A waiter moved onto the mutex as one of a broadcast's crowd
+// (kRequeuedParkToken), woken by the mutex's unlock: wakes the crowd
+// members queued behind it on the mutex, FIFO up to the first waiter that
+// is none (a wake tree above 32), so that they are runnable together. The
+// mutex is not released to them: they compete for it as notified waiters
+// do. Under the bucket lock, the parked bit is cleared if nobody is left
+// (as a last waiter leaving by a timeout does), so that they spin before
+// parking again.
+void WakeCrowd(std::atomic<uint32_t>* mutex_word) {
+  UnparkFilter(
+      KeyOf(mutex_word),
+      [](ParkToken t) {
+        return t == kRequeuedParkToken ? FilterOp::kUnpark : FilterOp::kStop;
+      },
+      [mutex_word](UnparkResult r) {
+        if (!r.have_more_threads) MutexCore::ClearWaitersParked(mutex_word);
+        return kCrowdToken;
+      });
+}
+
 }  // namespace
 
 bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
@@ -103,6 +128,10 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
       },
       kDefaultParkToken, deadline);
   guard.armed = false;
+  if (r.unparked() && r.token != kCrowdToken &&
+      CurrentThreadData()->park_token == kRequeuedParkToken) {
+    WakeCrowd(mutex_word);
+  }
   if (r.unparked() && r.token == MutexCore::kHandoffToken) {
     // Requeued onto the mutex and handed the lock by its unlock.
     MutexCore::TakeHandoff(mutex_word);
@@ -179,7 +208,13 @@ bool CondVarCore::NotifyOne(std::atomic<uintptr_t>* cv) {
   }
 }
 
-size_t CondVarCore::NotifyAll(std::atomic<uintptr_t>* cv) {
+namespace {
+
+// NotifyAll past its no-waiter check, out of line so that the check stays
+// a load and a branch in a frameless function.
+__attribute__((noinline)) size_t NotifyAllSlow(std::atomic<uintptr_t>* cv) {
+  constexpr uintptr_t kNoWaiters = CondVarCore::kNoWaiters;
+  constexpr uintptr_t kNoRequeue = CondVarCore::kNoRequeue;
   for (;;) {
     const uintptr_t s = cv->load(std::memory_order_relaxed);
     if (s == kNoWaiters) return 0;
@@ -193,12 +228,24 @@ size_t CondVarCore::NotifyAll(std::atomic<uintptr_t>* cv) {
           .unparked_threads;
     }
     bool stale = false;
-    const UnparkResult r = UnparkRequeue(
+    const UnparkResult r = UnparkRequeueCounted(
         KeyOf(cv), s,
-        [cv, s, &stale] {
-          const RequeueOp op =
-              RequeueOrWake(cv, s, &stale, RequeueOp::kRequeueAll,
-                            RequeueOp::kUnparkOneRequeueRest);
+        [cv, s, &stale](size_t parked) {
+          // A crowd (more than 32) is not left to pass the mutex one
+          // unlock's wake-up at a time, each link a FUTEX_WAKE and a
+          // sleeping thread's wake-up (docs/design.md section 4): if the
+          // mutex is held, they are requeued tagged, and the first that an
+          // unlock wakes wakes the rest by a wake tree (WakeCrowd); if it
+          // is free, all are woken now. Either way they are runnable
+          // together and pass the mutex one after another, as after
+          // glibc's broadcast, but without contending with the notifier
+          // for the mutex it holds.
+          const bool crowd = parked >= kWakeTreeMin;
+          const RequeueOp op = RequeueOrWake(
+              cv, s, &stale,
+              crowd ? RequeueOp::kRequeueAllRetagged : RequeueOp::kRequeueAll,
+              crowd ? RequeueOp::kUnparkAll
+                    : RequeueOp::kUnparkOneRequeueRest);
           // Every waiter leaves the condvar's queue.
           if (op != RequeueOp::kAbort) {
             cv->store(kNoWaiters, std::memory_order_relaxed);
@@ -217,6 +264,13 @@ size_t CondVarCore::NotifyAll(std::atomic<uintptr_t>* cv) {
     if (stale) continue;
     return r.unparked_threads + r.requeued_threads;
   }
+}
+
+}  // namespace
+
+size_t CondVarCore::NotifyAll(std::atomic<uintptr_t>* cv) {
+  if (cv->load(std::memory_order_relaxed) == kNoWaiters) return 0;
+  return NotifyAllSlow(cv);
 }
 
 }  // namespace parklot

@@ -4,6 +4,10 @@
 // mutex again: it wakes at most one and requeues the rest onto the mutex's
 // parking-lot key (the "thundering herd" fix of Linux's FUTEX_CMP_REQUEUE,
 // done in user space), so each is woken by a mutex unlock, one at a time.
+// A crowd (more than 32 waiters) is requeued tagged instead, and the first
+// of it that an unlock wakes wakes the rest at once (a wake tree), so that
+// they pass the mutex one after another without a wake-up per waiter; with
+// the mutex free, a crowd is woken at once (docs/design.md, CondVar).
 // The mutex is recorded per wait, so one CondVar may be used with different
 // mutexes over time. Waiting with two different mutexes at the same time is
 // undefined by POSIX; here it works, without requeueing, until the waiters
@@ -55,7 +59,9 @@ class CondVarCore {
   // Returns whether a waiter was notified.
   static bool NotifyOne(std::atomic<uintptr_t>* cv);
   // Wakes one waiter and requeues the rest onto the mutex (all of them if
-  // the mutex is locked). Returns the number of waiters notified.
+  // the mutex is locked); more than 32: requeues them all tagged (the first
+  // woken by the mutex's unlock wakes the rest) if the mutex is locked,
+  // wakes them all if it is free. Returns the number of waiters notified.
   static size_t NotifyAll(std::atomic<uintptr_t>* cv);
 };
 
@@ -115,7 +121,8 @@ class CondVar {
   // there was one.
   bool NotifyOne() { return CondVarCore::NotifyOne(&state_); }
   // Wakes all waiters: at most one is woken now, the rest requeued onto
-  // the mutex. Returns the number notified.
+  // the mutex (a crowd of more than 32: see CondVarCore::NotifyAll).
+  // Returns the number notified.
   size_t NotifyAll() { return CondVarCore::NotifyAll(&state_); }
 
   // Standard library spellings, for std::unique_lock<parklot::Mutex>.

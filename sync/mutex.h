@@ -117,6 +117,13 @@ class MutexCore {
     return false;
   }
 
+  // With the word's bucket locked (inside an unpark's callback), when no
+  // thread is parked on it any more: clear the parked bit, as the last
+  // waiter to leave by a timeout does.
+  static void ClearWaitersParked(std::atomic<uint32_t>* word) {
+    word->fetch_and(~kWaitersParked, std::memory_order_relaxed);
+  }
+
   // After a park on `word` ended with kHandoffToken: record the caller as
   // the owner of the lock it was handed.
   static void TakeHandoff(std::atomic<uint32_t>* word);
