@@ -479,7 +479,9 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
   const bool released = SleepOnParker(td, deadline);
   guard.armed = false;
   registry::SetState(td, ThreadState::kRunning);
-  if (released) return {ParkResult::kUnparked, td->unpark_token};
+  if (released) {
+    return {ParkResult::kUnparked, td->unpark_token, td->park_token};
+  }
 
   // Timed out (or interrupted): leave the queue unless an unparker dequeued
   // us meanwhile (it releases the parker under the same bucket lock). A
@@ -487,7 +489,7 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
   // current one.
   const bool interrupted = td->interrupted;
   if (LeaveQueue(td, table, left_queue) == Leave::kUnparkedFirst) {
-    return {ParkResult::kUnparked, td->unpark_token};
+    return {ParkResult::kUnparked, td->unpark_token, td->park_token};
   }
   if (interrupted) return {ParkResult::kInterrupted, 0};
   td->counters.Bump(td->counters.timeouts);

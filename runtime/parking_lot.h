@@ -72,6 +72,10 @@ struct ParkResult {
   };
   Kind kind;
   UnparkToken token;  // meaningful for kUnparked only
+  // kUnparked: the park token the thread had when it was released, which a
+  // requeue may have changed (kRequeuedParkToken). Read from the record the
+  // thread parked on, which on a shared TLS may be a guest record.
+  ParkToken park_token = 0;
 
   bool unparked() const { return kind == kUnparked; }
   bool invalid() const { return kind == kInvalid; }

@@ -129,7 +129,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
       kDefaultParkToken, deadline);
   guard.armed = false;
   if (r.unparked() && r.token != kCrowdToken &&
-      CurrentThreadData()->park_token == kRequeuedParkToken) {
+      r.park_token == kRequeuedParkToken) {
     WakeCrowd(mutex_word);
   }
   if (r.unparked() && r.token == MutexCore::kHandoffToken) {
