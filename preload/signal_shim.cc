@@ -4,7 +4,8 @@
 // handler leaves a wait by siglongjmp is never handed a lock, a semaphore
 // unit or a notification it cannot take (DESIGN.md invariant 6).
 //
-// The shim's one place for signal actions. Interposed: sigaction, signal
+// The shim's one place for signal actions. Interposed: sigaction
+// (__sigaction), signal
 // (bsd_signal, ssignal), siginterrupt, sysv_signal (__sysv_signal), sigset
 // and sigignore (glibc's set actions through its internal sigaction, which
 // no interposer sees, so each is done here with glibc 2.36's flags and
@@ -161,6 +162,12 @@ using parklot::preload::Sigaction;
 extern "C" {
 
 int sigaction(int sig, const struct sigaction* act, struct sigaction* oact) {
+  return Sigaction(sig, act, oact);
+}
+// glibc's exported alias (__sigaction@@GLIBC_2.2.5), which a program can
+// link against as it does sigaction.
+int __sigaction(int sig, const struct sigaction* act,
+                struct sigaction* oact) {
   return Sigaction(sig, act, oact);
 }
 

@@ -113,6 +113,7 @@
   V(long, syscall, (long number, ...), (long number, long a1, long a2, long a3, long a4, long a5, long a6), (number, a1, a2, a3, a4, a5, a6), "GLIBC_2.2.5", 0) \
   V(int, clone, (int (*fn)(void*), void* stack, int flags, void* arg, ...), (int (*fn)(void*), void* stack, int flags, void* arg, pid_t* ptid, void* tls, pid_t* ctid), (fn, stack, flags, arg, ptid, tls, ctid), "GLIBC_2.2.5", 1) \
   F(int, sigaction, (int sig, const struct sigaction* act, struct sigaction* oact), (sig, act, oact), "GLIBC_2.2.5", 1) \
+  F(int, __sigaction, (int sig, const struct sigaction* act, struct sigaction* oact), (sig, act, oact), "GLIBC_2.2.5", 0) \
   F(sighandler_t, signal, (int sig, sighandler_t h), (sig, h), "GLIBC_2.2.5", 0) \
   F(sighandler_t, bsd_signal, (int sig, sighandler_t h), (sig, h), "GLIBC_2.2.5", 0) \
   F(sighandler_t, ssignal, (int sig, sighandler_t h), (sig, h), "GLIBC_2.2.5", 0) \
