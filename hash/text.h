@@ -7,6 +7,7 @@
 #define PARKLOT_HASH_TEXT_H_
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,8 +203,52 @@ class TextBuffer {
   size_t wanted_ = 0;
 };
 
-// One line on stderr (descriptor 2 as it is now), "\n" added: one write(2),
-// no stdio, errno kept. For the runtime's warnings.
+// Writes all of [p, p + n) to `fd` (retrying EINTR and short writes) as
+// the parking lot's own output (warnings, reports): without the SIGPIPE
+// that a pipe or socket whose reader has gone raises, which would kill a
+// program that wrote nothing there itself (glibc writes nothing there).
+// SIGPIPE is blocked in the calling thread for the writes (two
+// rt_sigprocmask); on EPIPE the SIGPIPE the write raised is taken back
+// (rt_sigtimedwait, zero timeout) unless the program blocks SIGPIPE and one
+// was pending before (then it stays, and so may ours: the two are one
+// pending signal). Returns false if a write failed, with errno set.
+// Async-signal-safe.
+inline bool WriteAllNoSigpipe(int fd, const char* p, size_t n) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  const bool masked = pthread_sigmask(SIG_BLOCK, &pipe_only, &old) == 0;
+  bool pending_before = false;
+  if (masked && sigismember(&old, SIGPIPE) == 1) {
+    sigset_t pending;
+    pending_before = sigpending(&pending) == 0 &&
+                     sigismember(&pending, SIGPIPE) == 1;
+  }
+  bool ok = true;
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ok = false;
+      break;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  if (masked) {
+    const int err = errno;
+    if (!ok && err == EPIPE && !pending_before) {
+      const struct timespec zero = {0, 0};
+      sigtimedwait(&pipe_only, nullptr, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    errno = err;
+  }
+  return ok;
+}
+
+// One line on stderr (descriptor 2 as it is now), "\n" added: one write(2)
+// (WriteAllNoSigpipe), no stdio, errno kept. For the runtime's warnings.
 __attribute__((format(printf, 1, 2))) inline void SayLine(const char* format, ...) {
   char line[512];
   va_list ap;
@@ -214,8 +259,7 @@ __attribute__((format(printf, 1, 2))) inline void SayLine(const char* format, ..
   if (static_cast<size_t>(n) > sizeof(line) - 2) n = sizeof(line) - 2;
   line[n++] = '\n';
   const int saved_errno = errno;
-  const ssize_t w = write(STDERR_FILENO, line, static_cast<size_t>(n));
-  (void)w;
+  WriteAllNoSigpipe(STDERR_FILENO, line, static_cast<size_t>(n));
   errno = saved_errno;
 }
 

@@ -23,6 +23,7 @@
 
 #include "hash/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
+#include "hash/text.h"
 #include "preload/report.h"
 #include "runtime/deadline.h"
 
@@ -382,11 +383,8 @@ void EnableProfile(const Config& config) {
   // No reserve: most of the stack table stays untouched.
   void* p = MapAnonymous(bytes, /*reserve=*/false);
   if (p == nullptr) {
-    static const char kLine[] =
-        "parklot: no memory for the contention profile tables; "
-        "PARKLOT_PROFILE is off\n";
-    const ssize_t w = write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
-    (void)w;
+    SayLine("parklot: no memory for the contention profile tables; "
+            "PARKLOT_PROFILE is off");
     return;
   }
   char* base = static_cast<char*>(p);

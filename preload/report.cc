@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "hash/bucket_table.h"
+#include "hash/text.h"
 #include "preload/deadlock.h"
 
 namespace parklot::preload {
@@ -64,18 +65,8 @@ bool ExpandPath(const char* tmpl, char* out, size_t size) {
   return true;
 }
 
-void WriteAll(int fd, const char* p, size_t left) {
-  while (left > 0) {
-    const ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-}
-
-void WriteAll(int fd, std::string_view text) {
-  WriteAll(fd, text.data(), text.size());
+bool WriteAll(int fd, std::string_view text) {
+  return WriteAllNoSigpipe(fd, text.data(), text.size());
 }
 
 // What the sink is called in a line about it.
@@ -195,7 +186,8 @@ void WriteReport(Sink sink, std::string_view text) {
     } else if (const int fd = OpenReportFile(path, O_APPEND, &step); fd < 0) {
       SayNotWritten(sink, path, step, errno);
     } else {
-      WriteAll(fd, text);
+      // A file that takes no write (a full disk, /proc/self/mem) says so.
+      if (!WriteAll(fd, text)) SayNotWritten(sink, path, "write", errno);
       close(fd);
     }
   }
@@ -232,7 +224,7 @@ ReportFile::~ReportFile() {
 }
 
 void ReportFile::Flush() {
-  WriteAll(fd_, buf_, used_);
+  WriteAllNoSigpipe(fd_, buf_, used_);
   used_ = 0;
 }
 
