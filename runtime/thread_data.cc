@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "hash/anon_mmap.h"
 #include "hash/futex.h"
 #include "hash/shared_tls.h"
 #include "hash/text.h"
@@ -39,7 +40,6 @@ struct Registry {
   BucketLock lock;  // guards free_top, next_fresh, the free stack
   uint32_t next_fresh = 1;
   uint32_t free_top = 0;
-  uint32_t* free_stack = nullptr;              // kMaxSlots entries
   std::atomic<uint8_t>* states = nullptr;      // by StateIndex(slot id)
   std::atomic<size_t> live{0};
   // Parked threads, sharded by slot id: a park and its wake-up each add to
@@ -76,20 +76,43 @@ constexpr uint32_t StateIndex(uint32_t slot) {
 
 Registry& Reg() { return *reinterpret_cast<Registry*>(g_registry_storage); }
 
-// The registry's per-slot arrays (13 MiB of address space). Static storage
-// (.bss), not mmap: nothing to allocate means nothing that can fail when
-// memory is short at the lot's first use (DESIGN.md invariant 7), and
-// pages are still only touched as slots are used.
-uint32_t g_free_stack_storage[kMaxSlots];
+// The spinning heuristic's thread states (1 MiB, .bss: read on contended
+// paths by any thread, so never moved or mapped late).
 std::atomic<uint8_t> g_states_storage[kMaxSlots];
-std::atomic<ThreadData*> g_by_slot_storage[kMaxSlots];
+
+// The registry's per-index arrays: the live threads' data by registry
+// index (for the statistics snapshot and the fork child) and the free
+// stack of indices, in chunks of kChunkSlots indices. The first chunk is in
+// .bss (nothing to allocate, so nothing can fail at the lot's first use
+// when memory is short: DESIGN.md invariant 7); the others are mapped when
+// fresh indices first reach them and stay mapped. Before, the whole 2^20
+// of each was in .bss: 12 MiB of address space in every process, which a
+// small RLIMIT_AS (ulimit -v) could not spare. Only under Registry::lock
+// (and in the fork child, alone).
+constexpr uint32_t kChunkSlots = 1u << 14;
+struct IndexChunk {
+  std::atomic<ThreadData*> by_index[kChunkSlots];
+  uint32_t free_stack[kChunkSlots];
+};
+IndexChunk g_first_chunk;
+IndexChunk* g_chunks[kMaxSlots / kChunkSlots] = {&g_first_chunk};
+
+std::atomic<ThreadData*>& ByIndex(uint32_t i) {
+  return g_chunks[i / kChunkSlots]->by_index[i % kChunkSlots];
+}
+uint32_t& FreeStackAt(uint32_t pos) {
+  return g_chunks[pos / kChunkSlots]->free_stack[pos % kChunkSlots];
+}
+// Makes index `i` (and free-stack position `i`) addressable: maps its
+// chunk if it has none. False if the mapping failed. Under the lock.
+bool ChunkFor(uint32_t i) {
+  IndexChunk*& c = g_chunks[i / kChunkSlots];
+  if (c == nullptr) c = static_cast<IndexChunk*>(
+                        MapAnonymous(sizeof(IndexChunk), /*reserve=*/true));
+  return c != nullptr;
+}
 
 void OnThreadExit(void* arg);
-
-// The live threads' data, by registry index, for the statistics snapshot. Set in
-// InitOnce, so every reader sees it through g_init's release/acquire pair
-// (a lazy map at first registration was read outside the lock: a data race).
-std::atomic<ThreadData*>* g_by_slot = nullptr;
 
 // The CPUs at start-up: in the affinity mask (the spin policy's) and online
 // (the `cpus` growth policy's). Read by a load-time constructor, before
@@ -113,9 +136,7 @@ void InitOnce() {
   int expected = 0;
   if (g_init.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
     Registry* r = new (g_registry_storage) Registry();
-    r->free_stack = g_free_stack_storage;
     r->states = g_states_storage;
-    g_by_slot = g_by_slot_storage;
     ReadStartupCpus();
     r->cpus = g_affinity_cpus;
     if (const int rc = pthread_key_create(&r->exit_key, OnThreadExit)) {
@@ -173,8 +194,8 @@ void OnThreadExit(void*) {
   internal::EvictOwnRecord(td);
   r.lock.Lock();
   AddCounters(&r.retired, td->counters);
-  g_by_slot[td->index].store(nullptr, std::memory_order_relaxed);
-  r.free_stack[r.free_top++] = td->index;
+  ByIndex(td->index).store(nullptr, std::memory_order_relaxed);
+  FreeStackAt(r.free_top++) = td->index;
   r.lock.Unlock();
   r.live.fetch_sub(1, std::memory_order_relaxed);
   td->index = 0;
@@ -214,11 +235,11 @@ void ForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const uint32_t hi = r.highest.load(std::memory_order_relaxed);
   for (uint32_t i = hi; i >= 1; --i) {
     if (i == mine) continue;
-    if (ThreadData* gone = g_by_slot[i].load(std::memory_order_relaxed)) {
+    if (ThreadData* gone = ByIndex(i).load(std::memory_order_relaxed)) {
       r.states[StateIndex(gone->slot)].store(0, std::memory_order_relaxed);
-      g_by_slot[i].store(nullptr, std::memory_order_relaxed);
+      ByIndex(i).store(nullptr, std::memory_order_relaxed);
     }
-    r.free_stack[r.free_top++] = i;
+    FreeStackAt(r.free_top++) = i;
   }
   r.live.store(mine != 0 ? 1 : 0, std::memory_order_relaxed);
   // The queues were emptied: a record this thread left behind (siglongjmp
@@ -282,17 +303,25 @@ ThreadData* internal::RegisterCurrentThread() {
   r.lock.Lock();
   uint32_t index = 0;
   if (r.free_top > 0) {
-    index = r.free_stack[--r.free_top];
-  } else if (r.next_fresh < kMaxSlots) {
+    index = FreeStackAt(--r.free_top);
+  } else if (r.next_fresh < kMaxSlots && ChunkFor(r.next_fresh)) {
     index = r.next_fresh++;
   } else {
+    const bool full = r.next_fresh >= kMaxSlots;
     r.lock.Unlock();
-    SayLine("parklot: more than %u live threads", kMaxSlots - 1);
+    // Beyond the first 16,384 live threads, a chunk of 192 KiB; the
+    // thread itself has just mapped a larger stack.
+    if (full) {
+      SayLine("parklot: more than %u live threads", kMaxSlots - 1);
+    } else {
+      SayLine("parklot: no memory for the thread registry past %u live "
+              "threads", r.next_fresh - 1);
+    }
     abort();
   }
   td->index = index;
   BucketLock::CountInto(&td->counters.bucket_lock);
-  g_by_slot[index].store(td, std::memory_order_relaxed);
+  ByIndex(index).store(td, std::memory_order_relaxed);
   // Under the lock: a load-compare-store outside it could let a smaller
   // index overwrite a larger one, hiding a live thread from GetStats.
   if (index > r.highest.load(std::memory_order_relaxed)) {
@@ -475,12 +504,10 @@ Stats GetStats() {
   Registry& r = Reg();
   r.lock.Lock();
   s = r.retired;
-  if (g_by_slot != nullptr) {
-    const uint32_t hi = r.highest.load(std::memory_order_relaxed);
-    for (uint32_t i = 1; i <= hi; ++i) {
-      ThreadData* td = g_by_slot[i].load(std::memory_order_relaxed);
-      if (td != nullptr) AddCounters(&s, td->counters);
-    }
+  const uint32_t hi = r.highest.load(std::memory_order_relaxed);
+  for (uint32_t i = 1; i <= hi; ++i) {
+    ThreadData* td = ByIndex(i).load(std::memory_order_relaxed);
+    if (td != nullptr) AddCounters(&s, td->counters);
   }
   r.lock.Unlock();
   BucketTable& t = GlobalTable();

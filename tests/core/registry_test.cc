@@ -20,7 +20,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "hash/futex.h"
 #include "runtime/parking_lot.h"
+#include "runtime/stats.h"
 #include "runtime/thread_data.h"
 #include "tests/core/parked_thread.h"
 #include "tests/core/test_support.h"
@@ -402,6 +404,58 @@ TEST_F(Registry, TenThousandShortLivedThreadsStayBounded) {
         << "RSS grew from " << (rss_warm >> 10) << " KiB to "
         << (rss_end >> 10) << " KiB";
   }
+}
+
+// More live threads than the registry's first chunk of indices (16,384,
+// in .bss; the rest are mapped as fresh indices reach them): every thread
+// is registered with an index of its own, the statistics snapshot walks
+// them all, and once they have exited their indices are reused.
+TEST_F(Registry, MoreLiveThreadsThanTheFirstIndexChunk) {
+  testing::Watchdog wd(kWatch, "MoreLiveThreadsThanTheFirstIndexChunk");
+  const int kThreads = coretest::kSanitized ? 0 : 16384 + 600;
+  if (kThreads == 0) GTEST_SKIP() << "sanitizers: too many threads";
+  std::atomic<uint32_t> registered{0};
+  std::atomic<uint32_t> gate{0};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  std::vector<pthread_t> threads;
+  threads.reserve(static_cast<size_t>(kThreads));
+  struct Arg {
+    std::atomic<uint32_t>* registered;
+    std::atomic<uint32_t>* gate;
+  } arg{&registered, &gate};
+  auto body = [](void* p) -> void* {
+    Arg* a = static_cast<Arg*>(p);
+    CurrentThreadData();  // registers
+    a->registered->fetch_add(1, std::memory_order_release);
+    // Alive until released (a kernel futex: the lot is not under test).
+    while (a->gate->load(std::memory_order_acquire) == 0) {
+      FutexWaitPrivate(a->gate, 0);
+    }
+    return nullptr;
+  };
+  for (int i = 0; i < kThreads; ++i) {
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, &attr, body, &arg), 0) << "thread " << i;
+    threads.push_back(t);
+  }
+  pthread_attr_destroy(&attr);
+  ASSERT_TRUE(WaitFor([&] {
+    return registered.load(std::memory_order_acquire) ==
+           static_cast<uint32_t>(kThreads);
+  }, absl::Seconds(120)));
+  EXPECT_EQ(registry::LiveThreads(), base_live_ + kThreads);
+  EXPECT_GE(registry::HighestIndex(), static_cast<uint32_t>(kThreads));
+  EXPECT_GE(GetStats().live_threads, base_live_ + kThreads);
+  gate.store(1, std::memory_order_release);
+  FutexWakePrivate(&gate, INT32_MAX);
+  for (pthread_t t : threads) ASSERT_EQ(pthread_join(t, nullptr), 0);
+  ASSERT_TRUE(WaitFor([&] { return registry::LiveThreads() == base_live_; }));
+  // Exited indices are reused: a new thread takes one, not a fresh one.
+  const uint32_t highest = registry::HighestIndex();
+  std::thread([] { CurrentThreadData(); }).join();
+  EXPECT_EQ(registry::HighestIndex(), highest);
 }
 
 }  // namespace

@@ -27,6 +27,22 @@ for lib in $needed; do
 done
 echo "shim DT_NEEDED: $(echo $needed)"
 
+# Address space: every process that preloads the shim maps its segments
+# whole, so a small RLIMIT_AS (ulimit -v) must not lose more to it than to
+# a library of its kind. The loadable segments' memory size, .bss included
+# (the registry keeps its first 16,384 indices there and maps the rest as
+# threads reach them; before: 13.7 MB of .bss, and a plain /bin/true under
+# ulimit -v 16000 failed to start).
+load_bytes=0
+for memsz in $(readelf -lW "$shim" | awk '$1 == "LOAD" {print $6}'); do
+  load_bytes=$((load_bytes + memsz))
+done
+load_kib=$((load_bytes / 1024))
+echo "shim loadable segments: $load_kib KiB"
+if [ "$sanitized" -eq 0 ] && [ "$load_kib" -gt 3072 ]; then
+  fail "the shim's loadable segments take $load_kib KiB of address space (at most 3 MiB)"
+fi
+
 # Defined dynamic symbols: the served functions (C names) and the shim's
 # own; no C++ name (mangled _Z...) and none of libsupc++'s __cxa_/__gxx_.
 exported=$(nm -D --defined-only "$shim" | awk '$2 ~ /^[TWVDBRi]$/ {print $3}')
