@@ -5,6 +5,7 @@
 #include "preload/deadlock.h"
 #include "preload/profile.h"
 #include "preload/shim.h"
+#include "preload/symbol_versions.h"
 #include "sync/mutex.h"
 
 namespace parklot::preload {
@@ -321,3 +322,7 @@ int mtx_unlock(mtx_t* mtx) {
 }
 
 }  // extern "C"
+
+// glibc's __pthread_mutex_lock/unlock@GLIBC_2.2.5 (symbol_versions.h):
+// aliases of the functions above, which are exported as themselves.
+PARKLOT_VERSIONS_MUTEX_HOOKED;

@@ -23,11 +23,27 @@
           ".set parklot_v_" #name "_" #tag ", " #name "\n\t" \
           ".symver parklot_v_" #name "_" #tag ", " #name "@" ver)
 #define PARKLOT_V225(name) PARKLOT_COMPAT(name, 225, "GLIBC_2.2.5")
+// glibc's __pthread_* names: compat-only (GLIBC_2.2.5) since 2.34, where
+// libpthread merged into libc, and bound by binaries linked before it;
+// each is an alias of the public function at one address in glibc, so the
+// shim's is the public one too. Without them such a binary took glibc's
+// lock on a mutex the shim's unlock released (an assertion in glibc).
+#define PARKLOT_ALIAS225(alias, name)                          \
+  __asm__(".globl parklot_v_" #alias "_225\n\t"               \
+          ".set parklot_v_" #alias "_225, " #name "\n\t"      \
+          ".symver parklot_v_" #alias "_225, " #alias "@GLIBC_2.2.5")
 #define PARKLOT_V228(name) PARKLOT_COMPAT(name, 228, "GLIBC_2.28")
 #define PARKLOT_V230(name) PARKLOT_COMPAT(name, 230, "GLIBC_2.30")
 
-// mutex_shim.cc
+// mutex_shim.cc: the hooked names, defined there.
+#define PARKLOT_VERSIONS_MUTEX_HOOKED                            \
+  PARKLOT_ALIAS225(__pthread_mutex_lock, pthread_mutex_lock);    \
+  PARKLOT_ALIAS225(__pthread_mutex_unlock, pthread_mutex_unlock)
+// surface.cc (stubs; implementations in mutex_shim.cc)
 #define PARKLOT_VERSIONS_MUTEX                           \
+  PARKLOT_ALIAS225(__pthread_mutex_trylock, pthread_mutex_trylock); \
+  PARKLOT_ALIAS225(__pthread_mutex_init, pthread_mutex_init);       \
+  PARKLOT_ALIAS225(__pthread_mutex_destroy, pthread_mutex_destroy); \
   PARKLOT_V225(pthread_mutex_trylock);   \
   PARKLOT_V225(pthread_mutex_timedlock); \
   PARKLOT_V230(pthread_mutex_clocklock);  \
@@ -49,6 +65,8 @@
   PARKLOT_V228(cnd_destroy)
 
 // rwlock_shim.cc
+// (__pthread_rwlock_*@GLIBC_2.2.5 stay glibc's: rwlock_shim.cc calls them
+// by name for the rwlocks glibc keeps.)
 #define PARKLOT_VERSIONS_RWLOCK                              \
   PARKLOT_V225(pthread_rwlock_init);         \
   PARKLOT_V225(pthread_rwlock_destroy);      \
@@ -81,6 +99,7 @@
 
 // once_shim.cc
 #define PARKLOT_VERSIONS_ONCE                 \
+  PARKLOT_ALIAS225(__pthread_once, pthread_once); \
   PARKLOT_V225(pthread_once); \
   PARKLOT_V228(call_once)
 

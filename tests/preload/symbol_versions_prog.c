@@ -75,6 +75,34 @@ OLD(int, pthread_once, "GLIBC_2.2.5", (pthread_once_t*, void (*)(void)))
 OLD(int, mtx_lock, "GLIBC_2.28", (mtx_t*))
 OLD(int, pthread_cond_wait, "GLIBC_2.2.5", (pthread_cond_t*, pthread_mutex_t*))
 OLD(int, pthread_cond_signal, "GLIBC_2.2.5", (pthread_cond_t*))
+/* glibc's __pthread_* aliases (compat-only since 2.34), bound by binaries
+ * linked before: the shim's, at the public function's address. */
+OLD(int, __pthread_mutex_lock, "GLIBC_2.2.5", (pthread_mutex_t*))
+OLD(int, __pthread_mutex_unlock, "GLIBC_2.2.5", (pthread_mutex_t*))
+static const char* const kAliases[] = {
+    "__pthread_mutex_init", "__pthread_mutex_destroy", "__pthread_mutex_lock",
+    "__pthread_mutex_trylock", "__pthread_mutex_unlock", "__pthread_once",
+};
+
+/* Two threads take one mutex through the old alias and release it through
+ * the public name (and the other way): as under glibc, one lock. */
+static pthread_mutex_t g_mix = PTHREAD_MUTEX_INITIALIZER;
+static long g_mix_count;
+static void* MixThread(void* arg) {
+  const int old_lock = arg != NULL;
+  for (int i = 0; i < 100000; i++) {
+    if (old_lock) {
+      old___pthread_mutex_lock(&g_mix);
+      ++g_mix_count;
+      pthread_mutex_unlock(&g_mix);
+    } else {
+      pthread_mutex_lock(&g_mix);
+      ++g_mix_count;
+      old___pthread_mutex_unlock(&g_mix);
+    }
+  }
+  return NULL;
+}
 
 static const char* ObjectOf(const void* p) {
   Dl_info info;
@@ -99,6 +127,9 @@ int main(int argc, char** argv) {
   const size_t n = sizeof(kServed) / sizeof(kServed[0]);
   if (argc > 1 && strcmp(argv[1], "--list") == 0) {
     for (size_t i = 0; i < n; i++) printf("%s %s\n", kServed[i][0], kServed[i][1]);
+    for (size_t i = 0; i < sizeof(kAliases) / sizeof(kAliases[0]); i++) {
+      printf("%s GLIBC_2.2.5\n", kAliases[i]);
+    }
     for (size_t i = 0; i < sizeof(kGlibcOnly) / sizeof(kGlibcOnly[0]); i++) {
       printf("%s GLIBC_2.2.5 glibc\n", kGlibcOnly[i]);
     }
@@ -131,6 +162,20 @@ int main(int argc, char** argv) {
   ExpectShim("pthread_rwlock_rdlock@GLIBC_2.2.5", (void*)old_pthread_rwlock_rdlock);
   ExpectShim("pthread_once@GLIBC_2.2.5", (void*)old_pthread_once);
   ExpectShim("mtx_lock@GLIBC_2.28", (void*)old_mtx_lock);
+  for (size_t i = 0; i < sizeof(kAliases) / sizeof(kAliases[0]); i++) {
+    void* v = dlvsym(RTLD_DEFAULT, kAliases[i], "GLIBC_2.2.5");
+    snprintf(what, sizeof what, "dlvsym(\"%s\", \"GLIBC_2.2.5\")", kAliases[i]);
+    ExpectShim(what, v);
+    void* pub = dlsym(RTLD_DEFAULT, kAliases[i] + 2);
+    if (v != pub) SHIM_FAIL("%s@GLIBC_2.2.5 is %p, %s is %p", kAliases[i], v, kAliases[i] + 2, pub);
+  }
+  ExpectShim("__pthread_mutex_lock@GLIBC_2.2.5", (void*)old___pthread_mutex_lock);
+  {
+    pthread_t a = shim_spawn(MixThread, (void*)1), b = shim_spawn(MixThread, NULL);
+    CHECK_RC(pthread_join(a, NULL), 0);
+    CHECK_RC(pthread_join(b, NULL), 0);
+    CHECK(g_mix_count == 200000);
+  }
   if (!InLibc((void*)old_pthread_cond_wait) || !InLibc((void*)old_pthread_cond_signal)) {
     SHIM_FAIL("pthread_cond_wait@GLIBC_2.2.5 is in %s, not glibc's",
               ObjectOf((void*)old_pthread_cond_wait));
