@@ -108,6 +108,21 @@ void SayNotWritten(Sink sink, const char* path, const char* step, int err) {
 // O_APPEND (reports add up) or O_TRUNC (a file holds one profile). Returns
 // the descriptor, or -1 with `*step` and errno saying what failed.
 int OpenReportFile(const char* path, int mode, const char** step) {
+  // What is there already must be a regular file before it is opened: the
+  // open of a device node can act (a watchdog arms, a tape rewinds) even
+  // when the fstat below then refuses it. The fstat still decides (the
+  // path may change between the two).
+  struct stat before;
+  if (lstat(path, &before) == 0 && !S_ISREG(before.st_mode)) {
+    // The errors the open would give, where it gives one.
+    *step = "not a regular file";
+    errno = 0;
+    if (S_ISLNK(before.st_mode) || S_ISDIR(before.st_mode)) {
+      *step = "open refused,";
+      errno = S_ISLNK(before.st_mode) ? ELOOP : EISDIR;
+    }
+    return -1;
+  }
   const int fd = open(path,
                       O_WRONLY | O_CREAT | mode | O_CLOEXEC | O_NOFOLLOW |
                           O_NOCTTY | O_NONBLOCK,

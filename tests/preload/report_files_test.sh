@@ -51,7 +51,21 @@ ln -s "$work/target" "$work/link"
 refused symlink "$work/link" 'ELOOP'
 [ "$(cat "$work/target")" = original ] || fail "symlink: the link's target was written"
 mkfifo "$work/fifo"
-refused fifo "$work/fifo" 'ENXIO'
+refused fifo "$work/fifo" 'not a regular file'
+# A FIFO with a reader is refused before it is opened (an open would have
+# succeeded, and only the fstat refused it; on a device node the open
+# itself can act): the reader never sees a writer come and go, so it is
+# still waiting afterwards.
+mkfifo "$work/fifo_read"
+timeout 20 cat "$work/fifo_read" >"$work/fifo_read.out" &
+reader=$!
+sleep 0.2
+refused fifo_with_reader "$work/fifo_read" 'not a regular file'
+sleep 0.2
+kill -0 "$reader" 2>/dev/null || fail "fifo_with_reader: the shim opened the FIFO (its reader saw end of file)"
+kill "$reader" 2>/dev/null
+wait "$reader" 2>/dev/null
+refused device /dev/null 'not a regular file'
 mkdir "$work/dir"
 refused directory "$work/dir" 'EISDIR'
 refused missing "$work/missing/stats" 'ENOENT'
