@@ -729,9 +729,8 @@ ThreadData* HandlerTaskRecord() {
 }  // namespace
 
 void EnterSignalHandler(SignalHandlerScope* scope) {
-  scope->marked_away = false;
+  scope->marked = nullptr;
   ThreadData* td = HandlerTaskRecord();
-  scope->record = td;
   if (td == nullptr) return;
   std::atomic<uint32_t>& parker = td->parker;
   uint32_t v = parker.load(std::memory_order_acquire);
@@ -754,15 +753,15 @@ void EnterSignalHandler(SignalHandlerScope* scope) {
     if (parker.compare_exchange_weak(v, v | kParkerAway,
                                      std::memory_order_acq_rel,
                                      std::memory_order_acquire)) {
-      scope->marked_away = true;
+      scope->marked = td;
       return;
     }
   }
 }
 
 void LeaveSignalHandler(const SignalHandlerScope& scope) {
-  if (!scope.marked_away) return;
-  std::atomic<uint32_t>& parker = scope.record->parker;
+  if (scope.marked == nullptr) return;
+  std::atomic<uint32_t>& parker = scope.marked->parker;
   uint32_t v = parker.load(std::memory_order_relaxed);
   // Evicted meanwhile (0, or queued afresh by a Park in the handler, which
   // evicted the record first): nothing of ours is left to clear.

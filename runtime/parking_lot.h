@@ -289,8 +289,7 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
 // siglongjmp calls these itself.
 struct ThreadData;
 struct SignalHandlerScope {
-  bool marked_away = false;
-  ThreadData* record = nullptr;  // the record marked, if marked_away
+  ThreadData* marked = nullptr;  // the record marked away, if any
 };
 void EnterSignalHandler(SignalHandlerScope* scope);
 void LeaveSignalHandler(const SignalHandlerScope& scope);

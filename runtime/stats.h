@@ -45,9 +45,10 @@ struct Stats {
   // process, and the bytes they map (less than the current table's).
   uint64_t retired_tables = 0;
   uint64_t retired_bytes = 0;
-  // The adaptive policy's sample (1 in BucketTable::kCollisionSampleEvery
-  // bucket locks) and, of them, collisions (the bucket's last sample was
-  // another thread's, for another key).
+  // The adaptive policy's samples (1 in BucketTable::kCollisionSampleEvery
+  // bucket locks, of the windows judged so far) and, of them, collisions
+  // (the bucket's record, its last sample of another key, was another
+  // thread's).
   uint64_t sampled_locks = 0;
   uint64_t sampled_collisions = 0;
   size_t buckets = 0;

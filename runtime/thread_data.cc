@@ -107,8 +107,10 @@ uint32_t& FreeStackAt(uint32_t pos) {
 // chunk if it has none. False if the mapping failed. Under the lock.
 bool ChunkFor(uint32_t i) {
   IndexChunk*& c = g_chunks[i / kChunkSlots];
-  if (c == nullptr) c = static_cast<IndexChunk*>(
-                        MapAnonymous(sizeof(IndexChunk), /*reserve=*/true));
+  if (c == nullptr) {
+    c = static_cast<IndexChunk*>(
+        MapAnonymous(sizeof(IndexChunk), /*reserve=*/true));
+  }
   return c != nullptr;
 }
 
