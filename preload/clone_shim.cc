@@ -4,14 +4,19 @@
 // glibc's own thread and process creation (pthread_create, fork,
 // posix_spawn, vfork) calls its internal clone and never comes here.
 // CLONE_VFORK children are not noted: their creator is suspended until they
-// exec or exit, so the two never park at once. A clone that then fails
-// leaves the TLS noted (a gettid per park from then on, nothing more).
+// exec or exit, so the two never park at once; they are vfork children
+// instead (parklot_vfork_depth, task_model.h), raised around the call, so
+// that the child, which runs on the creator's TLS, never writes the
+// creator's record of signal actions or cancellation state
+// (docs/design.md §5.16). A clone that then fails leaves the TLS noted (a
+// gettid per park from then on, nothing more).
 #include <sched.h>
 #include <stdarg.h>
 #include <sys/types.h>
 
 #include "hash/shared_tls.h"
 #include "preload/shim.h"
+#include "preload/task_model.h"
 
 extern "C" int clone(
     int (*fn)(void*), void* stack, int flags, void* arg, ...) {
@@ -23,9 +28,14 @@ extern "C" int clone(
   void* tls = va_arg(ap, void*);
   pid_t* child_tid = va_arg(ap, pid_t*);
   va_end(ap);
-  if ((flags & CLONE_VM) != 0 && (flags & (CLONE_SETTLS | CLONE_VFORK)) == 0) {
-    parklot::NoteTlsSharingTask();
-  }
-  return parklot::preload::RealGlibc().clone(fn, stack, flags, arg, parent_tid,
-                                             tls, child_tid);
+  const bool shares_tls = (flags & (CLONE_VM | CLONE_SETTLS)) == CLONE_VM;
+  if (shares_tls && (flags & CLONE_VFORK) == 0) parklot::NoteTlsSharingTask();
+  const bool vfork_child = shares_tls && (flags & CLONE_VFORK) != 0;
+  const int depth = parklot_vfork_depth;
+  if (vfork_child) parklot_vfork_depth = depth + 1;
+  const int rc = parklot::preload::RealGlibc().clone(
+      fn, stack, flags, arg, parent_tid, tls, child_tid);
+  // The creator resumes once the child has exec'd or ended.
+  if (vfork_child) parklot_vfork_depth = depth;
+  return rc;
 }

@@ -904,11 +904,17 @@ int ProgramSigaction(int sig, const struct sigaction* act,
   if (FaultIndex(sig) < 0 || !HandlesFaultSignals()) {
     return g_kernel_sigaction(sig, act, old);
   }
-  if (act != nullptr) return SetProgramAction(sig, *act, old);
+  if (act != nullptr && preload::TaskOwnsThreadState()) {
+    return SetProgramAction(sig, *act, old);
+  }
+  // Read, or set by a task whose actions are its own (a vfork child;
+  // task_model.h): the kernel's alone, the record only read.
   const uintptr_t word =
       g_program[FaultIndex(sig)].load(std::memory_order_acquire);
-  const int rc = g_kernel_sigaction(sig, nullptr, old);
-  if (rc == 0 && old != nullptr) ShowProgramAction(old, word);
+  const int rc = g_kernel_sigaction(sig, act, old);
+  if (rc == 0 && old != nullptr && old->sa_sigaction == OnFaultSignal) {
+    ShowProgramAction(old, word);
+  }
   return rc;
 }
 

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "preload/task_model.h"
 #include "runtime/parking_lot.h"
 
 namespace parklot::preload {
@@ -68,9 +69,15 @@ __attribute__((no_sanitize_address)) inline void RunProgramHandler(
     void (*handler)(int, siginfo_t*, void*), int sig, siginfo_t* info,
     void* context) {
   namespace internal = program_handler_internal;
-  int cancel_type = PTHREAD_CANCEL_DEFERRED;
-  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &cancel_type);
-  const bool was_async = cancel_type == PTHREAD_CANCEL_ASYNCHRONOUS;
+  // The cancellation word and cleanup list are those of the task that owns
+  // the TLS: a vfork child or a task on another's TLS leaves them alone
+  // (task_model.h); pthread_cancel cannot reach such a task.
+  bool was_async = false;
+  if (TaskOwnsThreadState()) {
+    int cancel_type = PTHREAD_CANCEL_DEFERRED;
+    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &cancel_type);
+    was_async = cancel_type == PTHREAD_CANCEL_ASYNCHRONOUS;
+  }
   _pthread_cleanup_buffer restore;
   if (was_async) {
     internal::_pthread_cleanup_push(&restore, internal::RestoreAsynchronous,

@@ -28,6 +28,7 @@
 #include "preload/futex_ops.h"
 #include "preload/program_handler.h"
 #include "preload/shim.h"
+#include "preload/task_model.h"
 #include "runtime/parking_lot.h"
 
 namespace parklot::preload {
@@ -114,10 +115,28 @@ int Install(int sig, const struct sigaction* act, struct sigaction* oact) {
   return 0;
 }
 
+// On a task that does not own the record of actions (a vfork child, a
+// task on another's TLS; task_model.h): the kernel's action alone,
+// unwrapped, and the record only read, to show the old action as the
+// program's. Its handlers then run as under glibc alone; only the
+// siglongjmp case (program_handler.h) is unprotected for them.
+int InstallForTaskOnly(int sig, const struct sigaction* act,
+                       struct sigaction* oact) {
+  const uintptr_t recorded =
+      sig > 0 && sig < NSIG ? g_handlers[sig].load(std::memory_order_acquire)
+                            : 0;
+  const int rc = RealGlibc().sigaction(sig, act, oact);
+  if (rc == 0 && oact != nullptr) ShowProgramHandler(oact, recorded);
+  return rc;
+}
+
 // Every action the program sets or asks for comes here.
 int Sigaction(int sig, const struct sigaction* act, struct sigaction* oact) {
   if ((sig == SIGSEGV || sig == SIGBUS) && futex::HandlesFaultSignals()) {
     return futex::ProgramSigaction(sig, act, oact);
+  }
+  if (act != nullptr && !TaskOwnsThreadState()) {
+    return InstallForTaskOnly(sig, act, oact);
   }
   return Install(sig, act, oact);
 }

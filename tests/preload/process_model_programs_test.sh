@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Real programs whose vfork children reset signal actions before exec: the
+# parent's actions must stay its own under the shim, as under glibc
+# (docs/design.md §5.16).
+#   - CPython's subprocess (vfork since 3.10) resets every signal in the
+#     child: afterwards SIGINT must still raise KeyboardInterrupt, and a
+#     Python SIGHUP handler must still run.
+#   - gdb starts its inferior from a vfork child that restores the
+#     original actions: `gdb -batch -ex run` must run a program to its exit
+#     (its SIGCHLD handler must still run in gdb).
+# Each case runs against glibc first; its result there is the expectation.
+#
+#   process_model_programs_test.sh SHIM
+set -uo pipefail
+root=$PWD
+source "$root/tests/preload/shim_preload.sh"
+[ -f "$1" ] || { echo "FAIL: shim not found at $1"; exit 1; }
+shim_preload "$1" || exit 1
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+# Debian's interpreter, not one a user put first on PATH.
+python=/usr/bin/python3
+[ -x "$python" ] || { echo "FAIL: $python is missing (tools/setup installs it)"; exit 1; }
+script=$(mktemp "${TEST_TMPDIR:-/tmp}/process_model.XXXXXX.py")
+trap 'rm -f "$script"' EXIT
+cat >"$script" <<'PY'
+import os, signal, subprocess, sys, time
+hups = []
+signal.signal(signal.SIGHUP, lambda s, f: hups.append(s))
+subprocess.run(["/bin/true"], check=True)
+os.kill(os.getpid(), signal.SIGHUP)
+time.sleep(0.05)
+print("sighup handled" if hups else "sighup lost")
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(2)
+    print("no KeyboardInterrupt")
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+PY
+
+check() {  # NAME EXPECTED-PATTERN COMMAND...
+  local name=$1 pattern=$2
+  shift 2
+  local want got
+  want=$(env -u LD_PRELOAD timeout -s KILL 60 "$@" 2>&1)
+  if ! grep -qE "$pattern" <<<"$want"; then
+    echo "skip: $name: glibc alone does not give /$pattern/ here:"
+    sed 's/^/  | /' <<<"$want"
+    return
+  fi
+  got=$(env LD_PRELOAD="$PRELOAD" timeout -s KILL 60 "$@" 2>&1)
+  local rc=$?
+  if grep -qE "$pattern" <<<"$got"; then
+    echo "ok: $name: /$pattern/, as under glibc"
+  else
+    fail "$name under the shim (exit $rc), want /$pattern/:"
+    sed 's/^/  | /' <<<"$got"
+  fi
+}
+
+check "python subprocess then SIGHUP" '^sighup handled$' "$python" "$script"
+check "python subprocess then SIGINT" '^KeyboardInterrupt$' "$python" "$script"
+command -v gdb >/dev/null || { echo "FAIL: gdb is missing (tools/setup installs it)"; exit 1; }
+check "gdb -batch -ex run" 'exited normally' \
+  gdb -nx -batch -ex run --args /bin/echo process-model
+exit $status
