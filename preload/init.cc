@@ -9,6 +9,7 @@
 #include "preload/profile.h"
 #include "preload/report.h"
 #include "preload/shim.h"
+#include "preload/task_model.h"
 #include "runtime/config.h"
 #include "runtime/fork.h"
 #include "runtime/stats.h"
@@ -94,16 +95,19 @@ extern "C" {
 // reports too: the one the shim started in, and forked workers (as
 // stress-ng's) where the path has %p; a fork child that leaves by _exit
 // prints nothing unasked (its parent's output is what the program checks).
-// exit() reaches the kernel without this symbol.
+// exit() reaches the kernel without this symbol. A vfork child, or a task
+// on another's TLS, reports nothing: the figures in memory are its
+// parent's, which reports them itself (docs/design.md §5.16).
 void _exit(int status) {
-  if (parklot::preload::StatsOn() &&
-      parklot::preload::ReportsAtUnderscoreExit(parklot::preload::Sink::kStats)) {
-    parklot::preload::PrintStatsReport();
+  namespace preload = parklot::preload;
+  const bool own_figures = preload::TaskOwnsThreadState();
+  if (own_figures && preload::StatsOn() &&
+      preload::ReportsAtUnderscoreExit(preload::Sink::kStats)) {
+    preload::PrintStatsReport();
   }
-  if (parklot::preload::ProfileOn() &&
-      parklot::preload::ReportsAtUnderscoreExit(
-          parklot::preload::Sink::kProfile)) {
-    parklot::preload::WriteProfiles();
+  if (own_figures && preload::ProfileOn() &&
+      preload::ReportsAtUnderscoreExit(preload::Sink::kProfile)) {
+    preload::WriteProfiles();
   }
   parklot::RawSyscall6(SYS_exit_group, status, 0, 0, 0, 0, 0);
   __builtin_unreachable();

@@ -8,22 +8,22 @@
 #   - gdb starts its inferior from a vfork child that restores the
 #     original actions: `gdb -batch -ex run` must run a program to its exit
 #     (its SIGCHLD handler must still run in gdb).
+#   - PROG (process_model_prog), whose vfork children leave by _exit,
+#     under PARKLOT_STATS with a per-pid path: one report, the process's
+#     own; a vfork child's figures are its parent's and it writes none
+#     (glibc's _exit writes nothing).
 # Each case runs against glibc first; its result there is the expectation.
 #
-#   process_model_programs_test.sh SHIM
+#   process_model_programs_test.sh SHIM PROG
 set -uo pipefail
 root=$PWD
 source "$root/tests/preload/shim_preload.sh"
-[ -f "$1" ] || { echo "FAIL: shim not found at $1"; exit 1; }
-shim_preload "$1" || exit 1
-status=0
-fail() { echo "FAIL: $*"; status=1; }
+shim_test_begin "$1" "$2" process_model
 
 # Debian's interpreter, not one a user put first on PATH.
 python=/usr/bin/python3
 [ -x "$python" ] || { echo "FAIL: $python is missing (tools/setup installs it)"; exit 1; }
-script=$(mktemp "${TEST_TMPDIR:-/tmp}/process_model.XXXXXX.py")
-trap 'rm -f "$script"' EXIT
+script="$work/signals.py"
 cat >"$script" <<'PY'
 import os, signal, subprocess, sys, time
 hups = []
@@ -65,4 +65,20 @@ check "python subprocess then SIGINT" '^KeyboardInterrupt$' "$python" "$script"
 command -v gdb >/dev/null || { echo "FAIL: gdb is missing (tools/setup installs it)"; exit 1; }
 check "gdb -batch -ex run" 'exited normally' \
   gdb -nx -batch -ex run --args /bin/echo process-model
+
+# Reports of the process alone, not of its vfork children.
+mkdir -p "$work/reports"
+if env LD_PRELOAD="$PRELOAD" PARKLOT_STATS="$work/reports/stats.%p" \
+    timeout -s KILL 60 "$prog" >"$work/prog.out" 2>&1; then
+  stats=$(find "$work/reports" -name 'stats.*' | wc -l)
+  if [ "$stats" -eq 1 ]; then
+    echo "ok: per-pid statistics: one report, the process's own"
+  else
+    fail "per-pid statistics: $stats reports, want 1:"
+    ls -l "$work/reports"
+  fi
+else
+  fail "$prog under PARKLOT_STATS:"
+  sed 's/^/  | /' "$work/prog.out"
+fi
 exit $status
