@@ -40,7 +40,7 @@ bool GlibcOwned(const pthread_rwlock_t* rw) { return rw->__data.__shared != 0; }
 
 Core::Kind KindOf(const pthread_rwlock_t* rw) {
   return rw->__data.__flags == PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP
-             ? Core::Kind::kPreferWriter
+             ? Core::Kind::kWritersFirst
              : Core::Kind::kPreferReader;
 }
 
@@ -62,7 +62,7 @@ int DeadlineOf(const struct timespec* abstime, clockid_t clock, Deadline* d) {
 // How a read lock of `rw` waits (deadlock.h): behind writers in the
 // writer-preferring kind only.
 LockMode ReadMode(const pthread_rwlock_t* rw) {
-  return KindOf(rw) == Core::Kind::kPreferWriter ? LockMode::kReadQueued
+  return KindOf(rw) == Core::Kind::kWritersFirst ? LockMode::kReadQueued
                                                  : LockMode::kRead;
 }
 
@@ -222,7 +222,8 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
   if (Core::HeldExclusivelyByCurrentThread(word)) {
     if (DeadlockOn()) DeadlockReleased(rw);
     if (ProfileOn()) ProfileRelease(rw);
-    Core::Unlock(word);
+    // glibc's write unlock hands over to a waiting writer in this kind.
+    Core::Unlock(word, KindOf(rw) == Core::Kind::kWritersFirst);
     return 0;
   }
   // Readers are not tracked per thread (neither does glibc): a read unlock
