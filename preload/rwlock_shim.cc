@@ -14,16 +14,6 @@
 #include "preload/shim.h"
 #include "sync/shared_mutex.h"
 
-extern "C" {
-int __pthread_rwlock_init(pthread_rwlock_t*, const pthread_rwlockattr_t*);
-int __pthread_rwlock_destroy(pthread_rwlock_t*);
-int __pthread_rwlock_rdlock(pthread_rwlock_t*);
-int __pthread_rwlock_wrlock(pthread_rwlock_t*);
-int __pthread_rwlock_tryrdlock(pthread_rwlock_t*);
-int __pthread_rwlock_trywrlock(pthread_rwlock_t*);
-int __pthread_rwlock_unlock(pthread_rwlock_t*);
-}
-
 namespace parklot::preload {
 namespace {
 
@@ -147,15 +137,16 @@ extern "C" {
 int pthread_rwlock_init(pthread_rwlock_t* rw,
                         const pthread_rwlockattr_t* attr) {
   // glibc validates the attributes, zeroes the lock and records the kind
-  // and pshared flag.
-  const int rc = __pthread_rwlock_init(rw, attr);
+  // and pshared flag. Its function by lookup, not by name: the shim exports
+  // __pthread_rwlock_* itself (symbol_versions.h).
+  const int rc = RealGlibc().pthread_rwlock_init(rw, attr);
   // A new lock at this address.
   if (DeadlockOn() && rc == 0) DeadlockForget(rw);
   return rc;
 }
 
 int pthread_rwlock_destroy(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_destroy(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_destroy(rw);
   // glibc 2.36's destroy does nothing and returns 0, also for a held lock
   // or one with waiters (POSIX allows EBUSY there; programs check for 0).
   if (DeadlockOn()) DeadlockForget(rw);
@@ -163,7 +154,7 @@ int pthread_rwlock_destroy(pthread_rwlock_t* rw) {
 }
 
 int pthread_rwlock_rdlock(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_rdlock(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_rdlock(rw);
   return RdLock(rw, Deadline::Never(), __builtin_return_address(0));
 }
 
@@ -180,7 +171,7 @@ int pthread_rwlock_clockrdlock(pthread_rwlock_t* rw, clockid_t clock,
 }
 
 int pthread_rwlock_tryrdlock(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_tryrdlock(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_tryrdlock(rw);
   const int rc = Core::TryLockShared(Word(rw));
   if (StatsOn() && rc == 0) CountOp(Op::kRwlockLock);
   if (DeadlockOn() && rc == 0) {
@@ -190,7 +181,7 @@ int pthread_rwlock_tryrdlock(pthread_rwlock_t* rw) {
 }
 
 int pthread_rwlock_wrlock(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_wrlock(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_wrlock(rw);
   return WrLock(rw, Deadline::Never(), __builtin_return_address(0));
 }
 
@@ -207,7 +198,7 @@ int pthread_rwlock_clockwrlock(pthread_rwlock_t* rw, clockid_t clock,
 }
 
 int pthread_rwlock_trywrlock(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_trywrlock(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_trywrlock(rw);
   const int rc = Core::TryLock(Word(rw));
   if (StatsOn() && rc == 0) CountOp(Op::kRwlockLock);
   if (DeadlockOn() && rc == 0) {
@@ -217,7 +208,7 @@ int pthread_rwlock_trywrlock(pthread_rwlock_t* rw) {
 }
 
 int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_unlock(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_unlock(rw);
   std::atomic<uint64_t>* word = Word(rw);
   if (Core::HeldExclusivelyByCurrentThread(word)) {
     if (DeadlockOn()) DeadlockReleased(rw);
