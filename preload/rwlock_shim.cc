@@ -14,16 +14,6 @@
 #include "preload/shim.h"
 #include "sync/shared_mutex.h"
 
-extern "C" {
-int __pthread_rwlock_init(pthread_rwlock_t*, const pthread_rwlockattr_t*);
-int __pthread_rwlock_destroy(pthread_rwlock_t*);
-int __pthread_rwlock_rdlock(pthread_rwlock_t*);
-int __pthread_rwlock_wrlock(pthread_rwlock_t*);
-int __pthread_rwlock_tryrdlock(pthread_rwlock_t*);
-int __pthread_rwlock_trywrlock(pthread_rwlock_t*);
-int __pthread_rwlock_unlock(pthread_rwlock_t*);
-}
-
 namespace parklot::preload {
 namespace {
 
@@ -40,7 +30,7 @@ bool GlibcOwned(const pthread_rwlock_t* rw) { return rw->__data.__shared != 0; }
 
 Core::Kind KindOf(const pthread_rwlock_t* rw) {
   return rw->__data.__flags == PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP
-             ? Core::Kind::kPreferWriter
+             ? Core::Kind::kWritersFirst
              : Core::Kind::kPreferReader;
 }
 
@@ -62,7 +52,7 @@ int DeadlineOf(const struct timespec* abstime, clockid_t clock, Deadline* d) {
 // How a read lock of `rw` waits (deadlock.h): behind writers in the
 // writer-preferring kind only.
 LockMode ReadMode(const pthread_rwlock_t* rw) {
-  return KindOf(rw) == Core::Kind::kPreferWriter ? LockMode::kReadQueued
+  return KindOf(rw) == Core::Kind::kWritersFirst ? LockMode::kReadQueued
                                                  : LockMode::kRead;
 }
 
@@ -147,15 +137,16 @@ extern "C" {
 int pthread_rwlock_init(pthread_rwlock_t* rw,
                         const pthread_rwlockattr_t* attr) {
   // glibc validates the attributes, zeroes the lock and records the kind
-  // and pshared flag.
-  const int rc = __pthread_rwlock_init(rw, attr);
+  // and pshared flag. Its function by lookup, not by name: the shim exports
+  // __pthread_rwlock_* itself (symbol_versions.h).
+  const int rc = RealGlibc().pthread_rwlock_init(rw, attr);
   // A new lock at this address.
   if (DeadlockOn() && rc == 0) DeadlockForget(rw);
   return rc;
 }
 
 int pthread_rwlock_destroy(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_destroy(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_destroy(rw);
   // glibc 2.36's destroy does nothing and returns 0, also for a held lock
   // or one with waiters (POSIX allows EBUSY there; programs check for 0).
   if (DeadlockOn()) DeadlockForget(rw);
@@ -163,7 +154,7 @@ int pthread_rwlock_destroy(pthread_rwlock_t* rw) {
 }
 
 int pthread_rwlock_rdlock(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_rdlock(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_rdlock(rw);
   return RdLock(rw, Deadline::Never(), __builtin_return_address(0));
 }
 
@@ -180,7 +171,7 @@ int pthread_rwlock_clockrdlock(pthread_rwlock_t* rw, clockid_t clock,
 }
 
 int pthread_rwlock_tryrdlock(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_tryrdlock(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_tryrdlock(rw);
   const int rc = Core::TryLockShared(Word(rw));
   if (StatsOn() && rc == 0) CountOp(Op::kRwlockLock);
   if (DeadlockOn() && rc == 0) {
@@ -190,7 +181,7 @@ int pthread_rwlock_tryrdlock(pthread_rwlock_t* rw) {
 }
 
 int pthread_rwlock_wrlock(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_wrlock(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_wrlock(rw);
   return WrLock(rw, Deadline::Never(), __builtin_return_address(0));
 }
 
@@ -207,7 +198,7 @@ int pthread_rwlock_clockwrlock(pthread_rwlock_t* rw, clockid_t clock,
 }
 
 int pthread_rwlock_trywrlock(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_trywrlock(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_trywrlock(rw);
   const int rc = Core::TryLock(Word(rw));
   if (StatsOn() && rc == 0) CountOp(Op::kRwlockLock);
   if (DeadlockOn() && rc == 0) {
@@ -217,12 +208,13 @@ int pthread_rwlock_trywrlock(pthread_rwlock_t* rw) {
 }
 
 int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
-  if (GlibcOwned(rw)) return __pthread_rwlock_unlock(rw);
+  if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_unlock(rw);
   std::atomic<uint64_t>* word = Word(rw);
   if (Core::HeldExclusivelyByCurrentThread(word)) {
     if (DeadlockOn()) DeadlockReleased(rw);
     if (ProfileOn()) ProfileRelease(rw);
-    Core::Unlock(word);
+    // glibc's write unlock hands over to a waiting writer in this kind.
+    Core::Unlock(word, KindOf(rw) == Core::Kind::kWritersFirst);
     return 0;
   }
   // Readers are not tracked per thread (neither does glibc): a read unlock

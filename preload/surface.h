@@ -73,17 +73,17 @@
   F(int, pthread_cond_clockwait, (pthread_cond_t* c, pthread_mutex_t* m, clockid_t k, const struct timespec* t), (c, m, k, t), "GLIBC_2.34", 1) \
   F(int, pthread_cond_signal, (pthread_cond_t* c), (c), "GLIBC_2.3.2", 1)      \
   F(int, pthread_cond_broadcast, (pthread_cond_t* c), (c), "GLIBC_2.3.2", 1)   \
-  F(int, pthread_rwlock_init, (pthread_rwlock_t* rw, const pthread_rwlockattr_t* a), (rw, a), "GLIBC_2.34", 0) \
-  F(int, pthread_rwlock_destroy, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 0) \
-  F(int, pthread_rwlock_rdlock, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 0) \
-  F(int, pthread_rwlock_wrlock, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 0) \
-  F(int, pthread_rwlock_tryrdlock, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 0) \
-  F(int, pthread_rwlock_trywrlock, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 0) \
+  F(int, pthread_rwlock_init, (pthread_rwlock_t* rw, const pthread_rwlockattr_t* a), (rw, a), "GLIBC_2.34", 1) \
+  F(int, pthread_rwlock_destroy, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 1) \
+  F(int, pthread_rwlock_rdlock, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 1) \
+  F(int, pthread_rwlock_wrlock, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 1) \
+  F(int, pthread_rwlock_tryrdlock, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 1) \
+  F(int, pthread_rwlock_trywrlock, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 1) \
   F(int, pthread_rwlock_timedrdlock, (pthread_rwlock_t* rw, const struct timespec* t), (rw, t), "GLIBC_2.34", 1) \
   F(int, pthread_rwlock_timedwrlock, (pthread_rwlock_t* rw, const struct timespec* t), (rw, t), "GLIBC_2.34", 1) \
   F(int, pthread_rwlock_clockrdlock, (pthread_rwlock_t* rw, clockid_t k, const struct timespec* t), (rw, k, t), "GLIBC_2.34", 1) \
   F(int, pthread_rwlock_clockwrlock, (pthread_rwlock_t* rw, clockid_t k, const struct timespec* t), (rw, k, t), "GLIBC_2.34", 1) \
-  F(int, pthread_rwlock_unlock, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 0) \
+  F(int, pthread_rwlock_unlock, (pthread_rwlock_t* rw), (rw), "GLIBC_2.34", 1) \
   F(int, pthread_barrier_init, (pthread_barrier_t* b, const pthread_barrierattr_t* a, unsigned n), (b, a, n), "GLIBC_2.34", 1) \
   F(int, pthread_barrier_destroy, (pthread_barrier_t* b), (b), "GLIBC_2.34", 1) \
   F(int, pthread_barrier_wait, (pthread_barrier_t* b), (b), "GLIBC_2.34", 1)   \

@@ -64,10 +64,16 @@
   PARKLOT_V228(cnd_broadcast);           \
   PARKLOT_V228(cnd_destroy)
 
-// rwlock_shim.cc
-// (__pthread_rwlock_*@GLIBC_2.2.5 stay glibc's: rwlock_shim.cc calls them
-// by name for the rwlocks glibc keeps.)
+// surface.cc (stubs; implementations in rwlock_shim.cc, which reaches
+// glibc's through RealGlibc() for the rwlocks glibc keeps)
 #define PARKLOT_VERSIONS_RWLOCK                              \
+  PARKLOT_ALIAS225(__pthread_rwlock_init, pthread_rwlock_init);         \
+  PARKLOT_ALIAS225(__pthread_rwlock_destroy, pthread_rwlock_destroy);   \
+  PARKLOT_ALIAS225(__pthread_rwlock_rdlock, pthread_rwlock_rdlock);     \
+  PARKLOT_ALIAS225(__pthread_rwlock_wrlock, pthread_rwlock_wrlock);     \
+  PARKLOT_ALIAS225(__pthread_rwlock_tryrdlock, pthread_rwlock_tryrdlock); \
+  PARKLOT_ALIAS225(__pthread_rwlock_trywrlock, pthread_rwlock_trywrlock); \
+  PARKLOT_ALIAS225(__pthread_rwlock_unlock, pthread_rwlock_unlock);     \
   PARKLOT_V225(pthread_rwlock_init);         \
   PARKLOT_V225(pthread_rwlock_destroy);      \
   PARKLOT_V225(pthread_rwlock_rdlock);       \

@@ -70,6 +70,42 @@ void WakeCrowd(std::atomic<uint32_t>* mutex_word) {
       });
 }
 
+// Condvar waiters park with this token (a value no other parker of the
+// lot uses: the rwlock's and the served futex's fit in 32 bits), so that
+// PassOn can tell a condvar's waiter from another object's at the same
+// address.
+constexpr ParkToken kCondWaiterParkToken = ParkToken{0x636f6e64} << 32;
+
+// A cancelled waiter's duty (POSIX: a cancelled waiter must not consume a
+// notification other waiters could have had): wakes the first condvar
+// waiter still queued on `cv`'s key, if there is one. The word is touched
+// only then, in the callback, under the bucket lock while that waiter is
+// queued, when the condvar is still in use (destroying one with blocked
+// waiters is undefined). A waiter that was woken or requeued has left the
+// condvar: after the broadcast (or the signal to the last waiter) that
+// did it, the program may destroy and free the condvar (POSIX's
+// pthread_cond_destroy rationale), so with nobody queued the word is not
+// read at all (docs/design.md section 4, CondVar, "Cancellation"). Memory
+// reused by another condvar with waiters gets a spurious wake-up, which
+// POSIX allows; another object's waiters are left alone (the token).
+void PassOn(std::atomic<uintptr_t>* cv) {
+  bool found = false;
+  UnparkFilter(
+      KeyOf(cv),
+      [&found](ParkToken t) {
+        if (found) return FilterOp::kStop;
+        if (t != kCondWaiterParkToken) return FilterOp::kSkip;
+        found = true;
+        return FilterOp::kUnpark;
+      },
+      [cv](UnparkResult r) {
+        if (r.unparked_threads != 0 && !r.have_more_threads) {
+          cv->store(CondVarCore::kNoWaiters, std::memory_order_relaxed);
+        }
+        return kNotifiedToken;
+      });
+}
+
 }  // namespace
 
 bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
@@ -84,7 +120,9 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
   // A waiter has consumed a notification if it was unparked, or if a
   // notify requeued it onto the mutex (then Park's unwinding, like a
   // timeout, reports the mutex's key and sets `requeued`), whether or not
-  // the mutex's unlock had woken it yet.
+  // the mutex's unlock had woken it yet. Either way it has left the
+  // condvar, which may be gone: PassOn reads it only if a waiter is still
+  // queued there.
   struct UnwindGuard {
     std::atomic<uintptr_t>* cv;
     std::atomic<uint32_t>* mutex_word;
@@ -101,7 +139,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
         NotCancellable not_cancellable;
         MutexCore::Lock(mutex_word, mutex_ema);
       }
-      if (td->unwound_unparked || *requeued) NotifyOne(cv);
+      if (td->unwound_unparked || *requeued) PassOn(cv);
     }
   } guard{cv, mutex_word, mutex_ema, &requeued};
   const ParkResult r = Park(
@@ -126,7 +164,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
           cv->store(kNoWaiters, std::memory_order_relaxed);
         }
       },
-      kDefaultParkToken, deadline);
+      kCondWaiterParkToken, deadline);
   guard.armed = false;
   if (r.unparked() && r.token != kCrowdToken &&
       r.park_token == kRequeuedParkToken) {
@@ -154,7 +192,7 @@ bool CondVarCore::WaitAny(std::atomic<uintptr_t>* cv,
     bool armed = true;
     ~UnwindGuard() {
       if (!armed) return;
-      if (CurrentThreadData()->unwound_unparked) NotifyOne(cv);
+      if (CurrentThreadData()->unwound_unparked) PassOn(cv);
       NotCancellable not_cancellable;
       relock();
     }
@@ -169,7 +207,7 @@ bool CondVarCore::WaitAny(std::atomic<uintptr_t>* cv,
       [cv](uintptr_t, bool was_last_thread) {
         if (was_last_thread) cv->store(kNoWaiters, std::memory_order_relaxed);
       },
-      kDefaultParkToken, deadline);
+      kCondWaiterParkToken, deadline);
   guard.armed = false;
   {
     NotCancellable not_cancellable;

@@ -28,27 +28,63 @@ __attribute__((constructor)) void RegisterForkHandler() {
   RegisterForkStep(ForkStep::kOnceGeneration, &kOnceForkStep);
 }
 
-// Resets the Once to "not run" and wakes every waiter if the init function
-// leaves by an exception or a forced unwind (pthread_cancel).
-class ResetOnUnwind {
- public:
-  explicit ResetOnUnwind(std::atomic<uint32_t>* word) : word_(word) {}
-  ResetOnUnwind(const ResetOnUnwind&) = delete;
-  ResetOnUnwind& operator=(const ResetOnUnwind&) = delete;
-  ~ResetOnUnwind() {
-    if (word_ == nullptr) return;
-    const uintptr_t key = KeyOf(word_);
-    if (Once::StateOf(
-            word_->exchange(Once::kNotRun, std::memory_order_release)) ==
+// glibc's cleanup buffers (the pre-C++ pthread_cleanup_push; exported by
+// libc.so.6, declared by <pthread.h> only for C without exceptions).
+extern "C" void _pthread_cleanup_push(struct _pthread_cleanup_buffer* buffer,
+                                      void (*routine)(void*), void* arg);
+extern "C" void _pthread_cleanup_pop(struct _pthread_cleanup_buffer* buffer,
+                                     int execute);
+
+// Resets the Once to "not run" and wakes every waiter, once.
+struct ResetState {
+  std::atomic<uint32_t>* word;
+  bool done = false;
+
+  void Reset() {
+    if (done) return;
+    done = true;
+    const uintptr_t key = KeyOf(word);
+    if (Once::StateOf(word->exchange(Once::kNotRun,
+                                     std::memory_order_release)) ==
         Once::kRunningWithWaiters) {
       UnparkAll(key);
     }
   }
-  void Dismiss() { word_ = nullptr; }
-
- private:
-  std::atomic<uint32_t>* word_;
+  static void Run(void* self) { static_cast<ResetState*>(self)->Reset(); }
 };
+
+// Runs `f` with the reset armed for every way it can leave other than a
+// return (docs/design.md section 4, Once):
+//  - a cancellation or pthread_exit (a forced unwind): glibc's unwinder
+//    runs the cleanup buffer as it leaves this frame, or, when it cannot
+//    unwind `f`'s frames (code without unwind tables, glibc's tst-oncey3),
+//    when it gives up and runs every buffer before ending the thread; a
+//    destructor here would never run then, and the next caller would wait
+//    for ever. glibc's pthread_once arms the same buffer.
+//  - a C++ exception, which runs no buffer: the destructor pops it and
+//    resets (std::call_once's contract).
+// Not instrumented by ASan: the buffer must lie on the real stack, where
+// glibc's unwinder compares it with frame addresses.
+__attribute__((noinline, no_sanitize("address"))) void RunArmed(
+    std::atomic<uint32_t>* word, absl::FunctionRef<void()> f) {
+  ResetState state{word};
+  struct _pthread_cleanup_buffer buffer;
+  _pthread_cleanup_push(&buffer, &ResetState::Run, &state);
+  struct OnException {
+    struct _pthread_cleanup_buffer* buffer;
+    ResetState* state;
+    ~OnException() {
+      // done: returned, or the unwinder already ran (and popped) the
+      // buffer.
+      if (state->done) return;
+      _pthread_cleanup_pop(buffer, 0);
+      state->Reset();
+    }
+  } on_exception{&buffer, &state};
+  f();
+  _pthread_cleanup_pop(&buffer, 0);
+  state.done = true;
+}
 
 }  // namespace
 
@@ -77,9 +113,7 @@ void Once::CallSlow(absl::FunctionRef<void()> f) {
         // UnparkAll while f() leaves by an exception or a cancellation's
         // forced unwind.
         CurrentThreadData();
-        ResetOnUnwind guard(&word_);
-        f();
-        guard.Dismiss();
+        RunArmed(&word_, f);
         // Publish. After this exchange a waiter may return and free the
         // Once: touch only the parking lot (by key) from here on.
         if (StateOf(word_.exchange(kDone, std::memory_order_acq_rel)) ==

@@ -129,7 +129,10 @@ int SharedMutexCore::LockSlow(std::atomic<uint64_t>* word,
       continue;
     }
     // The writer in the way (if any) is the owner whose state decides.
-    if (spin.Spin(OwnerOf(w))) continue;
+    // kWritersFirst: no spinning; the unlock hands the lock to a parked
+    // writer only (ReleaseToWriter), and one spinning here when it comes
+    // would let parked readers in ahead of it.
+    if (kind != Kind::kWritersFirst && spin.Spin(OwnerOf(w))) continue;
     const ParkResult r = MarkParkedAndPark(word, w, blocked,
                                            MakeParkToken(true, self), deadline);
     if (r.unparked() && r.token == kTokenExclusive) {
@@ -231,8 +234,22 @@ int SharedMutexCore::LockSharedSlow(std::atomic<uint64_t>* word,
   }
 }
 
-void SharedMutexCore::UnlockSlow(std::atomic<uint64_t>* word) {
+void SharedMutexCore::UnlockSlow(std::atomic<uint64_t>* word,
+                                 bool writers_first) {
   const uint64_t me = OwnerBits(CurrentSlot());
+  // A writer parked on a writers-first lock is parked behind a writer
+  // (kWritersFirst writers park only while the writer bit is set, which
+  // keeps readers out): handing it the lock keeps them out, so readers wait
+  // for as long as writers do (docs/design.md section 4, SharedMutex).
+  if (writers_first &&
+      (word->load(std::memory_order_relaxed) & kWaitersParked) &&
+      ReleaseToWriter(word, me)) {
+    return;
+  }
+  // No writer parked: the parked readers are woken but not handed the
+  // lock, so that a writer already on its way (running, not yet parked)
+  // may still take it before them, as a writer arriving at glibc's lock
+  // finds them still waiting.
   for (;;) {
     uint64_t w = word->load(std::memory_order_relaxed);
     if (!(w & kWaitersParked)) {
@@ -244,7 +261,7 @@ void SharedMutexCore::UnlockSlow(std::atomic<uint64_t>* word) {
       }
       continue;
     }
-    if (ReleaseAndWake(word, me)) return;
+    if (ReleaseAndWake(word, me, !writers_first)) return;
   }
 }
 
@@ -274,7 +291,8 @@ void SharedMutexCore::UnlockSharedSlow(std::atomic<uint64_t>* word) {
 // the threads parked on the acquire key: every parked reader and the first
 // parked writer. If readers were woken and no writer holds the lock after
 // the release, the lock is handed to them (they return holding read
-// locks); this is what keeps readers from starving under writers. Else, if
+// locks); this is what keeps readers from starving under writers
+// (`readers_handoff` false, for kWritersFirst: they retry instead). Else, if
 // only a writer was woken, the lock is free and the bucket's fairness timer
 // fired, it is handed to that writer. Otherwise the woken threads retry.
 //
@@ -284,7 +302,7 @@ void SharedMutexCore::UnlockSharedSlow(std::atomic<uint64_t>* word) {
 // writer (parked on the drain key) with no readers: the caller must take
 // the drain path instead. The threads this woke then simply retry.
 bool SharedMutexCore::ReleaseAndWake(std::atomic<uint64_t>* word,
-                                     uint64_t release) {
+                                     uint64_t release, bool readers_handoff) {
   uint64_t readers_woken = 0;
   bool writer_woken = false;
   uint32_t writer_slot = kNoSlot;
@@ -310,11 +328,11 @@ bool SharedMutexCore::ReleaseAndWake(std::atomic<uint64_t>* word,
           }
           UnparkToken token = kTokenRetry;
           if (!(next & kWriter)) {
-            if (readers_woken != 0) {
+            if (readers_woken != 0 && readers_handoff) {
               next += readers_woken * kOneReader;
               token = kTokenShared;
-            } else if (writer_woken && result.be_fair &&
-                       ReadersOf(next) == 0) {
+            } else if (writer_woken && readers_woken == 0 &&
+                       result.be_fair && ReadersOf(next) == 0) {
               next |= OwnerBits(writer_slot);
               token = kTokenExclusive;
             }
@@ -326,6 +344,44 @@ bool SharedMutexCore::ReleaseAndWake(std::atomic<uint64_t>* word,
             released = true;
             if (token != kTokenRetry) CountHandoff();
             return token;
+          }
+        }
+      });
+  return released;
+}
+
+// Releases the caller's write lock `release` by handing it to the first
+// writer parked on the acquire key (readers stay parked), through the
+// owner field, as UnlockSharedToPendingWriter does. Returns false, without
+// releasing, if no writer is parked: the caller wakes the readers.
+bool SharedMutexCore::ReleaseToWriter(std::atomic<uint64_t>* word,
+                                      uint64_t release) {
+  bool found = false;
+  uint32_t writer_slot = kNoSlot;
+  bool released = false;
+  UnparkFilter(
+      KeyOf(word),
+      [&](ParkToken t) {
+        if (found) return FilterOp::kStop;
+        if (!IsWriterToken(t)) return FilterOp::kSkip;
+        found = true;
+        writer_slot = SlotOfToken(t);
+        return FilterOp::kUnpark;
+      },
+      [&](UnparkResult result) -> UnparkToken {
+        if (result.unparked_threads == 0) return kTokenRetry;
+        uint64_t w = word->load(std::memory_order_relaxed);
+        for (;;) {
+          // A write unlock leaves no readers and no writer bit: the lock
+          // goes straight to the woken writer.
+          uint64_t next = (w - release) | OwnerBits(writer_slot);
+          next = result.have_more_threads ? (next | kWaitersParked)
+                                          : (next & ~kWaitersParked);
+          if (word->compare_exchange_weak(w, next, std::memory_order_release,
+                                          std::memory_order_relaxed)) {
+            released = true;
+            CountHandoff();
+            return kTokenExclusive;
           }
         }
       });

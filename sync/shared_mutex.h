@@ -73,6 +73,13 @@ class SharedMutexCore {
   enum class Kind : uint32_t {
     kPreferWriter = 0,  // see the file comment
     kPreferReader = 1,
+    // As kPreferWriter, and readers wait for as long as a writer waits:
+    // glibc's PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP (the shim's
+    // kind for it). A writer blocked by a writer parks without spinning,
+    // and the write unlock (Unlock with writers_first) hands the lock to a
+    // parked writer ahead of parked readers, as glibc's hands over to a
+    // waiting writer; readers can starve, as under glibc.
+    kWritersFirst = 2,
   };
 
   static constexpr uint64_t kWriter = 1;
@@ -123,8 +130,13 @@ class SharedMutexCore {
   static int TryLock(std::atomic<uint64_t>* word);
 
   // Releases the exclusive lock, which the caller must hold. Uncontended:
-  // one compare-and-swap.
-  static void Unlock(std::atomic<uint64_t>* word) {
+  // one compare-and-swap. `writers_first` (glibc's
+  // PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP, a kPreferWriter lock):
+  // a parked writer is handed the lock ahead of parked readers, so readers
+  // keep waiting while a writer waits, as glibc's write unlock hands over
+  // to a waiting writer; otherwise parked readers get it first (phases
+  // alternate, kPreferWriter's default).
+  static void Unlock(std::atomic<uint64_t>* word, bool writers_first = false) {
     uint64_t expected = OwnerBits(CurrentSlot());
     if (__builtin_expect(
             word->compare_exchange_strong(expected, 0,
@@ -133,7 +145,7 @@ class SharedMutexCore {
             1)) {
       return;
     }
-    UnlockSlow(word);
+    UnlockSlow(word, writers_first);
   }
 
   // Shared lock. Blocks while a writer holds the lock or is pending. 0,
@@ -175,9 +187,10 @@ class SharedMutexCore {
   // Releases whichever lock the caller holds (pthread_rwlock_unlock): the
   // exclusive one if the word names the caller as the writer, else a shared
   // one.
-  static void UnlockAny(std::atomic<uint64_t>* word) {
+  static void UnlockAny(std::atomic<uint64_t>* word,
+                        bool writers_first = false) {
     if (HeldExclusivelyByCurrentThread(word)) {
-      Unlock(word);
+      Unlock(word, writers_first);
     } else {
       UnlockShared(word);
     }
@@ -207,12 +220,14 @@ class SharedMutexCore {
   static int LockSharedSlow(std::atomic<uint64_t>* word,
                             std::atomic<int32_t>* ema,
                             const Deadline& deadline);
-  static void UnlockSlow(std::atomic<uint64_t>* word);
+  static void UnlockSlow(std::atomic<uint64_t>* word, bool writers_first);
   static void UnlockSharedSlow(std::atomic<uint64_t>* word);
   static int WaitForReaders(std::atomic<uint64_t>* word,
                             std::atomic<int32_t>* ema, uint32_t self,
                             const Deadline& deadline);
-  static bool ReleaseAndWake(std::atomic<uint64_t>* word, uint64_t release);
+  static bool ReleaseAndWake(std::atomic<uint64_t>* word, uint64_t release,
+                             bool readers_handoff = true);
+  static bool ReleaseToWriter(std::atomic<uint64_t>* word, uint64_t release);
   static bool UnlockSharedToPendingWriter(std::atomic<uint64_t>* word);
 };
 

@@ -80,10 +80,40 @@ OLD(int, pthread_cond_signal, "GLIBC_2.2.5", (pthread_cond_t*))
  * linked before: the shim's, at the public function's address. */
 OLD(int, __pthread_mutex_lock, "GLIBC_2.2.5", (pthread_mutex_t*))
 OLD(int, __pthread_mutex_unlock, "GLIBC_2.2.5", (pthread_mutex_t*))
+OLD(int, __pthread_rwlock_wrlock, "GLIBC_2.2.5", (pthread_rwlock_t*))
+OLD(int, __pthread_rwlock_rdlock, "GLIBC_2.2.5", (pthread_rwlock_t*))
+OLD(int, __pthread_rwlock_unlock, "GLIBC_2.2.5", (pthread_rwlock_t*))
 static const char* const kAliases[] = {
     "__pthread_mutex_init", "__pthread_mutex_destroy", "__pthread_mutex_lock",
     "__pthread_mutex_trylock", "__pthread_mutex_unlock", "__pthread_once",
+    "__pthread_rwlock_init", "__pthread_rwlock_destroy",
+    "__pthread_rwlock_rdlock", "__pthread_rwlock_wrlock",
+    "__pthread_rwlock_tryrdlock", "__pthread_rwlock_trywrlock",
+    "__pthread_rwlock_unlock",
 };
+
+/* A binary linked before glibc 2.34 takes an rwlock through the old
+ * aliases while the rest of the program (and its libraries) use the public
+ * names: one lock, as under glibc. */
+static pthread_rwlock_t g_rw_mix = PTHREAD_RWLOCK_INITIALIZER;
+static long g_rw_mix_count;
+static void* RwMixThread(void* arg) {
+  const int old = arg != NULL;
+  for (int i = 0; i < 50000; i++) {
+    if (old) {
+      old___pthread_rwlock_wrlock(&g_rw_mix);
+      ++g_rw_mix_count;
+      pthread_rwlock_unlock(&g_rw_mix);
+      old___pthread_rwlock_rdlock(&g_rw_mix);
+      old___pthread_rwlock_unlock(&g_rw_mix);
+    } else {
+      pthread_rwlock_wrlock(&g_rw_mix);
+      ++g_rw_mix_count;
+      old___pthread_rwlock_unlock(&g_rw_mix);
+    }
+  }
+  return NULL;
+}
 
 /* Two threads take one mutex through the old alias and release it through
  * the public name (and the other way): as under glibc, one lock. */
@@ -176,6 +206,13 @@ int main(int argc, char** argv) {
     CHECK_RC(pthread_join(a, NULL), 0);
     CHECK_RC(pthread_join(b, NULL), 0);
     CHECK(g_mix_count == 200000);
+  }
+  ExpectShim("__pthread_rwlock_wrlock@GLIBC_2.2.5", (void*)old___pthread_rwlock_wrlock);
+  {
+    pthread_t a = shim_spawn(RwMixThread, (void*)1), b = shim_spawn(RwMixThread, NULL);
+    CHECK_RC(pthread_join(a, NULL), 0);
+    CHECK_RC(pthread_join(b, NULL), 0);
+    CHECK(g_rw_mix_count == 100000);
   }
   if (!InLibc((void*)old_pthread_cond_wait) || !InLibc((void*)old_pthread_cond_signal)) {
     SHIM_FAIL("pthread_cond_wait@GLIBC_2.2.5 is in %s, not glibc's",
