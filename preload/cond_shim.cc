@@ -75,6 +75,9 @@ class WaitingMutex {
     // A thread waiting for the mutex may be let in by this release: the
     // wait's stack is that release's (profile.h).
     if (ProfileOn() && !KeepsLock()) ProfileRelease(m_);
+    // The wait releases it: nobody's, as glibc's unlock inside the wait
+    // leaves it, until the destructor re-takes it.
+    if (!KeepsLock()) ClearMutexOwner(m_);
     return 0;
   }
 
@@ -93,6 +96,7 @@ class WaitingMutex {
   ~WaitingMutex() {
     if (!entered_) return;
     if (relock_) MutexCore::Lock(MutexWord(m_), MutexEma(m_));
+    NoteMutexOwner(m_);
     if (DeadlockOn() && !KeepsLock()) {
       DeadlockBeforeLock(m_, LockMode::kExclusive, site_);
       DeadlockAcquired(m_, LockMode::kExclusive, site_);

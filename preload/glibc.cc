@@ -31,6 +31,7 @@ void ResolveTidOffset() {
   const long offset = desc[2];
   if (TidAt(offset) == gettid()) {
     g_tid_offset.store(offset, std::memory_order_relaxed);
+    g_glibc_tid_offset = offset;
   }
 }
 
@@ -47,6 +48,8 @@ void Resolve(F* out, const char* name, const char* version) {
 }
 
 }  // namespace
+
+long g_glibc_tid_offset = -1;
 
 const Glibc& RealGlibc() {
   if (g_resolved.load(std::memory_order_acquire)) return g_glibc;

@@ -37,6 +37,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
   }
   if (DeadlockOn()) DeadlockBeforeLock(m, LockMode::kExclusive, caller);
   if (MutexCore::LockFast(word)) {
+    NoteMutexOwner(m);
     if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
     if (StatsOn()) RecordAcquire(m, false, 0, caller);
     if (DeadlockOn()) DeadlockAcquired(m, LockMode::kExclusive, caller);
@@ -57,6 +58,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
                            })
           : MutexCore::LockSlow(word, MutexEma(m), deadline);
   if (!ok) return ETIMEDOUT;
+  NoteMutexOwner(m);
   profiled.Acquired();
   if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
   if (StatsOn()) RecordAcquire(m, true, MonotonicNanos() - t0, caller);
@@ -124,12 +126,14 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
     if (g_lock_hooks == 0) {
       // pthread_mutex_lock's compare-and-swap failed: no second one.
       MutexCore::LockSlow(MutexWord(m), MutexEma(m), Deadline::Never());
+      NoteMutexOwner(m);
       return 0;
     }
     if ((g_lock_hooks & kLockHooks) == 0) {
       // Profiling alone, and the compare-and-swap failed: contended.
       ProfileWait profiled(m);
       MutexCore::LockSlow(MutexWord(m), MutexEma(m), Deadline::Never());
+      NoteMutexOwner(m);
       profiled.Acquired();
       return 0;
     }
@@ -162,6 +166,7 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
       if (SteppingAside()) return RealGlibc().pthread_mutex_unlock(m);
       UnlockHooks(m);
     }
+    ClearMutexOwner(m);
     MutexCore::Unlock(word);
     return 0;
   }
@@ -177,12 +182,14 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
   if (type < 0) return EINVAL;
   if (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) {
     if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m);
+    ClearMutexOwner(m);
     MutexCore::Unlock(word);  // with unused kind bits set: still no check
     return 0;
   }
   if (!MutexCore::HeldByCurrentThread(word)) return EPERM;
   if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
   if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m);
+  ClearMutexOwner(m);
   MutexCore::Unlock(word);
   return 0;
 }
@@ -229,6 +236,7 @@ int pthread_mutex_lock(pthread_mutex_t* m) {
                            (g_lock_hooks & kLockHooks) == 0,
                        1) &&
       __builtin_expect(MutexCore::LockFast(MutexWord(m)), 1)) {
+    NoteMutexOwner(m);
     return 0;
   }
   return LockOther(m, __builtin_return_address(0));
@@ -249,6 +257,7 @@ int pthread_mutex_trylock(pthread_mutex_t* m) {
   }
   // glibc's errorcheck trylock on a mutex the caller holds is EBUSY too.
   if (!MutexCore::TryLock(word)) return EBUSY;
+  NoteMutexOwner(m);
   if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
   if (StatsOn()) RecordAcquire(m, false, 0, __builtin_return_address(0));
   if (DeadlockOn()) {

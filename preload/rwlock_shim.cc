@@ -98,18 +98,29 @@ int RdLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
   return Core::LockShared(Word(rw), Ema(rw), d);
 }
 
+// glibc's record of the writer holding `rw` (__cur_writer: its kernel
+// thread id, 0 otherwise), for debuggers and glibc's pretty printers, as
+// NoteMutexOwner (shim.h). Written by the writer alone, after it took the
+// lock and before it releases it. Returns `rc`.
+int NoteWriter(pthread_rwlock_t* rw, int rc) {
+  if (rc != 0) return rc;
+  rw->__data.__cur_writer = HolderTid();
+  return 0;
+}
+
 int WrLock(pthread_rwlock_t* rw, const Deadline& d, const void* caller) {
   if (StatsOn()) CountOp(Op::kRwlockLock);
   if (Core::HeldExclusivelyByCurrentThread(Word(rw))) return EDEADLK;
   if ((g_lock_hooks & (kHookDeadlock | kHookProfile)) != 0) {
-    return Hooked(
-        rw, LockMode::kWrite, d, caller,
-        [rw] { return Core::TryLock(Word(rw)); },
-        [rw](const Deadline& dl) {
-          return Core::Lock(Word(rw), Ema(rw), KindOf(rw), dl);
-        });
+    return NoteWriter(
+        rw, Hooked(
+                rw, LockMode::kWrite, d, caller,
+                [rw] { return Core::TryLock(Word(rw)); },
+                [rw](const Deadline& dl) {
+                  return Core::Lock(Word(rw), Ema(rw), KindOf(rw), dl);
+                }));
   }
-  return Core::Lock(Word(rw), Ema(rw), KindOf(rw), d);
+  return NoteWriter(rw, Core::Lock(Word(rw), Ema(rw), KindOf(rw), d));
 }
 
 int TimedRdLock(pthread_rwlock_t* rw, clockid_t clock,
@@ -199,7 +210,7 @@ int pthread_rwlock_clockwrlock(pthread_rwlock_t* rw, clockid_t clock,
 
 int pthread_rwlock_trywrlock(pthread_rwlock_t* rw) {
   if (GlibcOwned(rw)) return RealGlibc().pthread_rwlock_trywrlock(rw);
-  const int rc = Core::TryLock(Word(rw));
+  const int rc = NoteWriter(rw, Core::TryLock(Word(rw)));
   if (StatsOn() && rc == 0) CountOp(Op::kRwlockLock);
   if (DeadlockOn() && rc == 0) {
     DeadlockAcquired(rw, LockMode::kWrite, __builtin_return_address(0));
@@ -213,6 +224,7 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
   if (Core::HeldExclusivelyByCurrentThread(word)) {
     if (DeadlockOn()) DeadlockReleased(rw);
     if (ProfileOn()) ProfileRelease(rw);
+    rw->__data.__cur_writer = 0;
     // glibc's write unlock hands over to a waiting writer in this kind.
     Core::Unlock(word, KindOf(rw) == Core::Kind::kWritersFirst);
     return 0;

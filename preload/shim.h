@@ -121,6 +121,35 @@ const Glibc& RealGlibc();
 // disagrees, gettid is called instead. Async-signal-safe; any thread.
 pid_t CurrentTid();
 
+// The offset of glibc's tid field from the thread pointer (struct pthread
+// sits at %fs:0 on x86-64), or -1 where CurrentTid() could not check it.
+// Written once by RealGlibc() at start-up.
+extern long g_glibc_tid_offset;
+
+// The calling thread's kernel thread id from glibc's field, without a
+// call: two loads (0 before start-up resolved the offset). For glibc's
+// records of a lock's holder below, which only outside readers use.
+inline pid_t HolderTid() {
+  const long offset = g_glibc_tid_offset;
+  pid_t tid = 0;
+  if (__builtin_expect(offset >= 0, 1)) {
+    __asm__("movl %%fs:(%1), %0" : "=r"(tid) : "r"(offset));
+  }
+  return tid;
+}
+
+// glibc's record of a held mutex's owner (__owner: the holder's kernel
+// thread id, 0 when free), kept for what reads it from outside: debuggers,
+// core-file tools, glibc's pretty printers (docs/design.md §5.4). The shim's
+// own owner checks use the lock word's registry slot. A plain store into
+// the mutex's own cache line, made by the holder alone (after it took the
+// lock, and before it releases it). rwlock_shim.cc keeps __cur_writer the
+// same way.
+inline void NoteMutexOwner(pthread_mutex_t* m) {
+  m->__data.__owner = HolderTid();
+}
+inline void ClearMutexOwner(pthread_mutex_t* m) { m->__data.__owner = 0; }
+
 // Whether `p` is null. glibc's headers declare the time arguments of the
 // functions the shim defines nonnull, so the compiler would fold a plain
 // test of them to false; it cannot see through this one.
