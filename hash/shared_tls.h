@@ -87,7 +87,9 @@ class TaskSlots {
   // Frees `entry` if `tid` still holds it: a handler on the task may have
   // freed it already, and another task claimed it since.
   void Release(T* entry, int32_t tid) {
-    Key(entry).compare_exchange_strong(tid, 0, std::memory_order_release);
+    const size_t i = IndexOf(entry);
+    if (i == N) return;
+    slots_[i].tid.compare_exchange_strong(tid, 0, std::memory_order_release);
   }
   // Entry i, and its key word, for the owner's own scans (reclaiming the
   // entries of tasks that died).
@@ -101,7 +103,6 @@ class TaskSlots {
     const size_t i = (p - first) / sizeof(Slot);
     return i < N ? i : N;
   }
-  std::atomic<int32_t>& Key(T* entry) { return slots_[IndexOf(entry)].tid; }
   // In a fork child: every entry free (the tasks that held them stayed in
   // the parent).
   void ResetAll() {

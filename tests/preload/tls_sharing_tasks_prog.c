@@ -16,7 +16,7 @@
  *     second task waits behind it; the first is killed (SIGKILL) and
  *     reaped; one release (unlock, signal, post, wake) must reach the
  *     second task, which checks it within 20 s. Rounds beyond the guest
- *     records show that a killed task's record comes back. glibc serves
+ *     records claim the records that killed tasks left. glibc serves
  *     m, s and f so; its condvar does not (a killed waiter's count stays
  *     in the condvar, and a later signal can be lost), so c runs under
  *     the shim only.
