@@ -229,12 +229,12 @@ using internal::SectionState;
 using internal::Sections;
 using internal::t_section;
 
-namespace {
-// Initial-exec: read on lock paths and in signal handlers (see t_section).
-// Inside MaybeGrow or a fork's lock-all on this thread: a collision growth
-// here could wait on what the interrupted code holds.
-__attribute__((tls_model("initial-exec"))) thread_local uint32_t t_table_busy;
+namespace internal {
+constinit __attribute__((tls_model("initial-exec"))) thread_local SectionState
+    t_section;
+}  // namespace internal
 
+namespace {
 // Collision sampling of this thread (BucketTable::kCollisionWindow):
 // LockBucket calls until its next sample, the generator of the intervals
 // (the same sequence in every thread: tests can count on it), and the
@@ -250,9 +250,14 @@ __attribute__((tls_model("initial-exec"))) thread_local uint32_t
 // The table size when this thread's current batch began.
 __attribute__((tls_model("initial-exec"))) thread_local size_t t_batch_from;
 
+// Inside MaybeGrow or a growth on this thread (SectionState::busy): a
+// collision growth here could wait on what the interrupted code holds.
+// Only the TLS owner grows (a task on shared TLS registers nothing and its
+// collision growths are dropped, LeaveOutermostSection), so t_section is
+// the caller's own.
 struct BusyScope {
-  BusyScope() { ++t_table_busy; }
-  ~BusyScope() { --t_table_busy; }
+  BusyScope() { ++t_section.busy; }
+  ~BusyScope() { --t_section.busy; }
 };
 
 // Whether this LockBucket is a collision sample: about 1 in
@@ -272,11 +277,6 @@ bool SampleDue() {
 }
 }  // namespace
 
-namespace internal {
-constinit __attribute__((tls_model("initial-exec"))) thread_local SectionState
-    t_section;
-}  // namespace internal
-
 namespace {
 std::atomic<void (*)()> g_section_exit_hook{nullptr};
 
@@ -289,9 +289,16 @@ constinit TaskSlots<SectionState, 32> g_foreign_sections;
 SectionState* internal::SharedTlsSections(bool claim) {
   const int32_t tid = ForeignTaskId();
   if (tid == 0) return &t_section;
-  // All taken: sections are short, one is given back soon.
-  return claim ? g_foreign_sections.FindOrClaim(tid, [] { CpuRelax(); })
-               : g_foreign_sections.Find(tid);
+  if (!claim) return g_foreign_sections.Find(tid);
+  // All taken: a section holds no wait, and its entry is given back at its
+  // end, so one comes free soon; yield (not spin) meanwhile, so that the
+  // tasks holding them run (hundreds of such tasks on two CPUs). A task
+  // killed inside a section leaves its entry taken, as it may leave a
+  // bucket lock held (docs/compatibility.md).
+  for (;;) {
+    if (SectionState* s = g_foreign_sections.FindOrClaim(tid)) return s;
+    YieldForSharedTls();
+  }
 }
 
 void internal::EnterSharedTlsSection() {
@@ -320,11 +327,30 @@ void internal::LeaveOutermostSection(SectionState* s, BucketTable* table) {
   // on it), where it waits for the next outermost section's end. A request
   // for another table than this section's is dropped: that table may be
   // gone (the process has one table; tests make and destroy several).
-  if (s->grow_table != nullptr && t_table_busy == 0) {
+  // A task on shared TLS (s is not t_section) drops it: a growth marks
+  // the task busy and would run under its owner's t_section (BusyScope).
+  if (s->grow_table != nullptr && s->busy == 0) {
     BucketTable* due = s->grow_table;
     s->grow_table = nullptr;
-    if (due == table) table->GrowForCollisions(s->grow_from, s->grow_to);
+    if (due == table && s == &t_section) {
+      table->GrowForCollisions(s->grow_from, s->grow_to);
+    }
   }
+}
+
+void internal::AdoptSectionsInForkChild(int32_t forking_tid) {
+  // The forking task entered a section in LockAllForFork: a task on the
+  // owner's TLS has an entry; the owner keeps t_section. The copy of the
+  // owner's t_section the child got is the owner's, not the forker's.
+  if (forking_tid != t_tls_owner) {
+    if (SectionState* mine = g_foreign_sections.Find(forking_tid)) {
+      t_section = *mine;
+    } else {
+      t_section = SectionState{};
+    }
+  }
+  g_foreign_sections.ResetAll();
+  ResetSharedTlsInChild();
 }
 
 bool BucketTable::InLockSection() {
@@ -410,9 +436,11 @@ void BucketTable::UnlockBucketPair(std::pair<Bucket*, Bucket*> pair) {
 }
 
 void BucketTable::LockAllForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  ++t_table_busy;  // until the matching unlock or reset
-  grow_lock_.Lock();
+  // The section first: on shared TLS, its entry is where this task's busy
+  // count lives (until the matching unlock or reset).
   internal::EnterSection();
+  ++Sections(/*claim=*/false)->busy;
+  grow_lock_.Lock();
   Table* t = table_.load(std::memory_order_acquire);
   for (size_t i = 0; i < t->size; ++i) t->buckets()[i].lock.Lock();
 }
@@ -420,9 +448,9 @@ void BucketTable::LockAllForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 void BucketTable::UnlockAllAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   Table* t = table_.load(std::memory_order_acquire);
   for (size_t i = 0; i < t->size; ++i) t->buckets()[i].lock.Unlock();
-  internal::LeaveSection(nullptr);
   grow_lock_.Unlock();
-  --t_table_busy;
+  --Sections(/*claim=*/false)->busy;
+  internal::LeaveSection(nullptr);
 }
 
 void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -432,13 +460,11 @@ void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     b.head = b.tail = nullptr;
     b.lock.Unlock();
   }
-  internal::LeaveSection(nullptr);
+  // The child's one thread owns its TLS alone by now (the fork step
+  // kSharedTls ran AdoptSectionsInForkChild first): t_section is its own.
   grow_lock_.Unlock();
-  --t_table_busy;
-  // The tasks that shared this thread's TLS, and those that held foreign
-  // section entries, stayed in the parent.
-  g_foreign_sections.ResetAll();
-  ResetSharedTlsInChild();
+  --Sections(/*claim=*/false)->busy;
+  internal::LeaveSection(nullptr);
 }
 
 size_t BucketTable::TargetBuckets(size_t live_threads) const {

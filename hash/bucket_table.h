@@ -32,9 +32,14 @@ namespace internal {
 // table it asks to grow for collisions (nullptr: none due), from which
 // size to which. Two flags, not one bit field: a handler sets hook_due
 // while its thread may be setting grow_table.
+// `busy`: the task is inside MaybeGrow, a growth, or a fork's lock-all,
+// any of which a signal handler may have interrupted: a collision growth
+// at a section's end waits. Per task, as the depth: a task on shared TLS
+// must not raise or lower its TLS owner's (docs/design.md section 2.11).
 struct SectionState {
   uint32_t sections;
   bool hook_due;
+  uint32_t busy;
   BucketTable* grow_table;
   size_t grow_from;
   size_t grow_to;
@@ -59,6 +64,13 @@ void LeaveOutermostSection(SectionState* s, BucketTable* table);
 // EnterSection and LeaveSection on a TLS that was shared: out of line.
 void EnterSharedTlsSection();
 void LeaveSharedTlsSection(BucketTable* table);
+// In a fork child, before anything else of the lot runs there: the child's
+// one thread takes over the section state of the task that forked
+// (`forking_tid`: the TLS owner's own, or its entry of the foreign
+// sections) as its t_section, every foreign entry is freed (their tasks
+// stayed in the parent), and the TLS is the child's alone
+// (ResetSharedTlsInChild). Only where the TLS was shared.
+void AdoptSectionsInForkChild(int32_t forking_tid);
 // Opens a lock section: before the first lock instruction, so that a
 // handler arriving while the lock is being taken already sees it.
 inline void EnterSection() {

@@ -28,4 +28,8 @@ int32_t ForeignTaskId() {
 
 void ResetSharedTlsInChild() { internal::t_tls_owner = 0; }
 
+void internal::YieldForSharedTls() {
+  RawSyscall6(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+}
+
 }  // namespace parklot

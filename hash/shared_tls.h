@@ -54,10 +54,14 @@ int32_t CurrentTaskId();
 // N entries of per-task state for tasks on another task's TLS (the lock
 // sections' and the parking records'), keyed by kernel thread id, 0 free.
 // Lock-free and async-signal-safe: a handler on a task finds its task's
-// entry. constinit-constructible when T is.
+// entry. constinit-constructible when T is. An entry's key word is a futex
+// word in the kernel's robust-futex sense (its tid bits, FUTEX_OWNER_DIED):
+// the parking records make it the one entry of their task's robust list,
+// so the kernel marks it when the task dies (docs/design.md section 2.11).
 template <typename T, size_t N>
 class TaskSlots {
  public:
+  static constexpr size_t kSize = N;
   // The entry `tid` holds, or nullptr.
   T* Find(int32_t tid) {
     for (Slot& s : slots_) {
@@ -66,29 +70,38 @@ class TaskSlots {
     return nullptr;
   }
   // The entry `tid` holds, as it was left; else a free one, claimed for
-  // `tid` and reset to T's default state. When every entry is taken, calls
-  // `wait()` and looks again.
-  template <typename Wait>
-  T* FindOrClaim(int32_t tid, Wait wait) {
-    for (;;) {
-      if (T* held = Find(tid)) return held;
-      for (Slot& s : slots_) {
-        int32_t free = 0;
-        if (s.tid.compare_exchange_strong(free, tid, std::memory_order_acquire)) {
-          new (&s.value) T();
-          return &s.value;
-        }
+  // `tid` and reset to T's default state; nullptr when every entry is
+  // taken (the caller decides what to do then: it must not wait for an
+  // entry that a waiting task holds).
+  T* FindOrClaim(int32_t tid) {
+    if (T* held = Find(tid)) return held;
+    for (Slot& s : slots_) {
+      int32_t free = 0;
+      if (s.tid.compare_exchange_strong(free, tid, std::memory_order_acquire)) {
+        new (&s.value) T();
+        return &s.value;
       }
-      wait();
     }
+    return nullptr;
   }
   // Frees `entry` if `tid` still holds it: a handler on the task may have
   // freed it already, and another task claimed it since.
   void Release(T* entry, int32_t tid) {
-    for (Slot& s : slots_) {
-      if (&s.value != entry) continue;
-      s.tid.compare_exchange_strong(tid, 0, std::memory_order_release);
-    }
+    const size_t i = IndexOf(entry);
+    if (i == N) return;
+    slots_[i].tid.compare_exchange_strong(tid, 0, std::memory_order_release);
+  }
+  // Entry i, and its key word, for the owner's own scans (reclaiming the
+  // entries of tasks that died).
+  T& At(size_t i) { return slots_[i].value; }
+  std::atomic<int32_t>& KeyAt(size_t i) { return slots_[i].tid; }
+  // The index of `entry`, or N if it is not one of these.
+  size_t IndexOf(const T* entry) const {
+    const uintptr_t first = reinterpret_cast<uintptr_t>(&slots_[0].value);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(entry);
+    if (p < first || (p - first) % sizeof(Slot) != 0) return N;
+    const size_t i = (p - first) / sizeof(Slot);
+    return i < N ? i : N;
   }
   // In a fork child: every entry free (the tasks that held them stayed in
   // the parent).
@@ -104,8 +117,17 @@ class TaskSlots {
   Slot slots_[N];
 };
 
-// After fork(), in the child: its one thread owns its TLS alone.
+// After fork(), in the child: its one thread owns its TLS alone. Called
+// first of the child's fork steps (runtime/fork.h kSharedTls), once the
+// forking task's own per-task state was copied where the owner keeps its.
 void ResetSharedTlsInChild();
+
+namespace internal {
+// A yield for the short waits of a task on shared TLS (a lock section's
+// entry, all taken): sched_yield, so that 200 such tasks on 2 CPUs do not
+// spin away the time slices of the ones that hold the entries.
+void YieldForSharedTls();
+}  // namespace internal
 
 }  // namespace parklot
 

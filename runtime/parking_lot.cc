@@ -1,5 +1,8 @@
 #include "runtime/parking_lot.h"
 
+#include <errno.h>
+#include <linux/futex.h>
+
 #include <cstddef>
 
 #include "hash/bucket_table.h"
@@ -38,12 +41,46 @@ class WakeList {
     for (size_t i = 0; i < n_; ++i) WakeParker(pending_[i]);
     n_ = 0;
   }
+  // A guest record was met (TakeWaiters): its task may die at any moment,
+  // so ReleaseChain gives no wake duty to anyone in this unpark.
+  void NoteGuest() { saw_guest_ = true; }
+  bool saw_guest() const { return saw_guest_; }
 
  private:
   static constexpr size_t kCapacity = 32;
   ThreadData* pending_[kCapacity];
   size_t n_ = 0;
+  bool saw_guest_ = false;
 };
+
+// Tasks on shared TLS that found no guest record (ParkWithoutRecord) sleep
+// on g_overflow_seq in the kernel. Such a sleeper reads the sequence, then
+// arms g_overflow_armed, then validates under its key's bucket lock; every
+// unpark, after its bucket section, clears an armed flag and then bumps the
+// sequence and wakes every sleeper (WakeOverflowSleepers). Every arm is
+// thus followed by a bump by whoever clears it, after the sleeper's read:
+// no sleeper misses the unpark its validation raced with. A flag left
+// armed by a sleeper that timed out, left by siglongjmp or died costs one
+// spurious round of wakes, no more. docs/design.md section 2.11.
+constinit std::atomic<uint32_t> g_overflow_seq{0};
+constinit std::atomic<uint32_t> g_overflow_armed{0};
+
+void WakeOverflowSleepersSlow() {
+  if (g_overflow_armed.exchange(0, std::memory_order_acq_rel) == 0) return;
+  g_overflow_seq.fetch_add(1, std::memory_order_release);
+  RawFutex(&g_overflow_seq, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr,
+           0);
+}
+
+// After an unpark's bucket section (ordered after its lock's acquisition,
+// so after the arm of any sleeper that validated before it): one relaxed
+// load of a line no one writes while no task is without a record.
+inline void WakeOverflowSleepers() {
+  if (__builtin_expect(
+          g_overflow_armed.load(std::memory_order_relaxed) != 0, 0)) {
+    WakeOverflowSleepersSlow();
+  }
+}
 
 // Unlinks every waiter on `key` for which `take(td, &stop)` returns true
 // (scanning in FIFO order, stopping when it sets *stop) into a chain linked
@@ -69,6 +106,20 @@ Waiter* TakeWaiters(Bucket* b, uintptr_t key, bool claim, Take take,
       continue;
     }
     ThreadData* td = DataOf(w);
+    if (__builtin_expect(td->slot == kNoSlot, 0)) {
+      // A guest record (only guest records are unregistered).
+      wakes->NoteGuest();
+      if (internal::GuestTaskDied(td)) {
+        // Its task was killed while it waited: the kernel drops a dead
+        // task from its futex queues, and so does this. The record, off
+        // every queue now, waits for a claimer to reclaim it
+        // (ReclaimDeadGuest).
+        b->Remove(w, prev);
+        td->parker.store(0, std::memory_order_relaxed);
+        w = next;
+        continue;
+      }
+    }
     const bool away =
         claim ? !ClaimParker(td)
               : (td->parker.load(std::memory_order_relaxed) & kParkerAway) != 0;
@@ -130,7 +181,10 @@ constexpr size_t kWakeRoots = 2;
 // each thread itself, as before the tree.
 void ReleaseChain(Waiter* chain, size_t count, UnparkToken token,
                   WakeList* wakes) {
-  if (count <= kWakeSerialMax) {
+  // A guest record's task may be killed between its release and its wake
+  // duty, stranding the threads the duty names: with one in the chain,
+  // the unparker wakes every thread itself.
+  if (count <= kWakeSerialMax || wakes->saw_guest()) {
     while (chain != nullptr) {
       // Once released the thread may park again and reuse `next`.
       Waiter* next = chain->next;
@@ -262,6 +316,7 @@ void WithBucket(uintptr_t key, Body body) {
     BucketTable::UnlockBucket(b);
   }
   wakes.Flush();
+  WakeOverflowSleepers();
 }
 
 // WithBucket for two keys: `body(from's bucket, to's bucket, &wakes)` runs
@@ -277,6 +332,7 @@ void WithBucketPair(uintptr_t from, uintptr_t to, Body body) {
     BucketTable::UnlockBucketPair(pair);
   }
   wakes.Flush();
+  WakeOverflowSleepers();
 }
 
 bool Fair(Bucket* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
@@ -357,6 +413,7 @@ void UnparkEveryone() {
       }
       wakes.Flush();
     }
+    WakeOverflowSleepers();
     if (table.bucket_count() == size) return;
   }
 }
@@ -496,26 +553,140 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
   return {ParkResult::kTimedOut, 0};
 }
 
+// A guest record for task `tid` that a task which died holding it left:
+// taken off its queue, if an unparker has not done so (TakeWaiters), under
+// its bucket's lock, where the claim is made too, so that no unparker
+// hands the record anything meanwhile. nullptr if none.
+ThreadData* ReclaimDeadGuest(int32_t tid) {
+  internal::GuestSlots& guests = internal::GuestRecords();
+  BucketTable& table = GlobalTable();
+  for (size_t i = 0; i < internal::kGuestRecords; ++i) {
+    std::atomic<int32_t>& word = guests.KeyAt(i);
+    if ((word.load(std::memory_order_relaxed) & FUTEX_OWNER_DIED) == 0) {
+      continue;
+    }
+    ThreadData* td = &guests.At(i);
+    bool won = false;
+    {
+      BucketTable::ReadSection rs(table);
+      Bucket* b = table.LockWaiterBucket(&td->waiter);
+      int32_t dead = word.load(std::memory_order_acquire);
+      won = (dead & FUTEX_OWNER_DIED) != 0 &&
+            word.compare_exchange_strong(dead, tid, std::memory_order_acquire);
+      if (won && td->parker.load(std::memory_order_relaxed) != 0) {
+        Waiter* prev = nullptr;
+        for (Waiter* w = b->head; w != &td->waiter; w = w->next) prev = w;
+        b->Remove(&td->waiter, prev);
+      }
+      BucketTable::UnlockBucket(b);
+    }
+    if (!won) continue;
+    // A record released as its task died may carry a wake duty (none is
+    // given to guest records, ReleaseChain; a FUTEX_WAKE too many is
+    // harmless): run it rather than drop it.
+    RunWakeDuty(td);
+    new (td) ThreadData();
+    return td;
+  }
+  return nullptr;
+}
+
+// The record task `tid` parks on: its own (kept by a park it left by
+// siglongjmp), a free one, or one a dead task left; then watched for the
+// task's death. nullptr when all are held by live tasks.
+ThreadData* AcquireGuestData(int32_t tid) {
+  internal::GuestSlots& guests = internal::GuestRecords();
+  ThreadData* td = guests.FindOrClaim(tid);
+  if (td == nullptr) td = ReclaimDeadGuest(tid);
+  if (td != nullptr) internal::WatchGuestLife(guests.IndexOf(td));
+  return td;
+}
+
+// Park for a task on shared TLS that got no guest record: every record is
+// held by a live task, perhaps one waiting for this one. It must not wait
+// for a record (docs/design.md section 2.11): it validates as a park
+// would, then sleeps in the kernel on g_overflow_seq, which every unpark
+// bumps while such a sleeper is armed. It is in no queue, so an unpark
+// meant for it ends its sleep as a spurious wake-up (the default token, as
+// UnparkEveryone gives), after which the caller re-checks its word; a
+// timeout or an interruption calls left_queue as a queued waiter's would.
+ParkResult ParkWithoutRecord(uintptr_t key, absl::FunctionRef<bool()> validate,
+                             absl::FunctionRef<void()> before_sleep,
+                             absl::FunctionRef<void(uintptr_t, bool)> left_queue,
+                             ParkToken park_token, Deadline deadline,
+                             bool interruptible) {
+  BucketTable& table = GlobalTable();
+  const uint32_t seq = g_overflow_seq.load(std::memory_order_acquire);
+  g_overflow_armed.store(1, std::memory_order_seq_cst);
+  {
+    BucketTable::ReadSection rs(table);
+    Bucket* b = table.LockBucket(key);
+    const bool valid = validate();
+    BucketTable::UnlockBucket(b);
+    if (!valid) return {ParkResult::kInvalid, 0};
+  }
+  before_sleep();
+  struct timespec ts;
+  const struct timespec* tsp = nullptr;
+  int op = FUTEX_WAIT_BITSET_PRIVATE;
+  if (!deadline.is_never()) {
+    ts = deadline.ToTimespec();
+    tsp = &ts;
+    if (deadline.clock == CLOCK_REALTIME) op |= FUTEX_CLOCK_REALTIME;
+  }
+  const long rc = RawFutex(&g_overflow_seq, op, seq, tsp, nullptr,
+                           FUTEX_BITSET_MATCH_ANY);
+  if (rc == -ETIMEDOUT || (rc == -EINTR && interruptible)) {
+    {
+      BucketTable::ReadSection rs(table);
+      Bucket* b = table.LockBucket(key);
+      left_queue(key, !b->HasKey(key, b->head));
+      BucketTable::UnlockBucket(b);
+    }
+    return {rc == -ETIMEDOUT ? ParkResult::kTimedOut : ParkResult::kInterrupted,
+            0};
+  }
+  return {ParkResult::kUnparked, kDefaultUnparkToken, park_token};
+}
+
+// Park for a task on another task's TLS (NoteTlsSharingTask): never on the
+// owner's record, which the owner may be parked on this moment, and
+// without registering the owner's TLS (the owner's state is the owner's
+// to write).
+ParkResult ParkForeign(int32_t tid, uintptr_t key,
+                       absl::FunctionRef<bool()> validate,
+                       absl::FunctionRef<void()> before_sleep,
+                       absl::FunctionRef<void(uintptr_t, bool)> left_queue,
+                       ParkToken park_token, Deadline deadline) {
+  GlobalTable();
+  const bool interruptible = internal::t_data.interruptible != 0;
+  ThreadData* guest = AcquireGuestData(tid);
+  if (guest == nullptr) {
+    return ParkWithoutRecord(key, validate, before_sleep, left_queue,
+                             park_token, deadline, interruptible);
+  }
+  // (ParkOn evicts the guest record if a park this task left by siglongjmp
+  // kept it queued.)
+  guest->interruptible = interruptible ? 1 : 0;
+  const ParkResult r = ParkOn(guest, key, validate, before_sleep, left_queue,
+                              park_token, deadline);
+  internal::ReleaseGuestData(guest, tid);
+  return r;
+}
+
 }  // namespace
 
 ParkResult Park(uintptr_t key, absl::FunctionRef<bool()> validate,
                 absl::FunctionRef<void()> before_sleep,
                 absl::FunctionRef<void(uintptr_t, bool)> left_queue,
                 ParkToken park_token, Deadline deadline) {
-  ThreadData* td = CurrentThreadData();
   if (__builtin_expect(TlsMayBeShared(), 0)) {
     if (const int32_t tid = ForeignTaskId(); tid != 0) {
-      // Only where NoteTlsSharingTask ran: the owner may be parked on `td`
-      // this moment. (ParkOn evicts the guest record if a park this task
-      // left by siglongjmp kept it queued.)
-      ThreadData* guest = internal::AcquireGuestData(tid);
-      guest->interruptible = td->interruptible;
-      const ParkResult r = ParkOn(guest, key, validate, before_sleep,
-                                  left_queue, park_token, deadline);
-      internal::ReleaseGuestData(guest, tid);
-      return r;
+      return ParkForeign(tid, key, validate, before_sleep, left_queue,
+                         park_token, deadline);
     }
   }
+  ThreadData* td = CurrentThreadData();
   return ParkOn(td, key, validate, before_sleep, left_queue, park_token,
                 deadline);
 }

@@ -4,6 +4,8 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -205,8 +207,61 @@ void OnThreadExit(void*) {
   new (&td->counters) ThreadCounters();
 }
 
-// Guest records (internal::AcquireGuestData).
-constinit TaskSlots<ThreadData, internal::kGuestRecords> g_guests;
+// Guest records (internal::GuestRecords).
+constinit internal::GuestSlots g_guests;
+
+// Each guest record's robust list (internal::WatchGuestLife): a head whose
+// one entry names the record's key word, which holds the tid of the task
+// that claimed the record. Filled at load time and never changed: a task
+// whose list still names a record that another task claimed since dies
+// without effect on it (the kernel marks the word only if it holds the
+// dying task's tid).
+struct GuestLife {
+  struct robust_list_head head;
+  struct robust_list entry;
+};
+GuestLife g_guest_life[internal::kGuestRecords];
+
+void InitGuestLives() {
+  for (size_t i = 0; i < internal::kGuestRecords; ++i) {
+    GuestLife& l = g_guest_life[i];
+    l.head.list.next = &l.entry;
+    l.entry.next = &l.head.list;
+    l.head.futex_offset =
+        reinterpret_cast<char*>(&g_guests.KeyAt(i)) -
+        reinterpret_cast<char*>(&l.entry);
+    l.head.list_op_pending = nullptr;
+  }
+}
+
+// The task that is forking, where the TLS was shared (ForkStep::kSharedTls).
+// Written by the forking task only: glibc serializes forks' handlers.
+int32_t g_forking_tid;
+
+bool SharedTlsForkPrepare() {
+  if (!TlsMayBeShared()) return false;
+  g_forking_tid = CurrentTaskId();
+  return true;
+}
+
+// The child's first step: its one thread owns the TLS from here on, with
+// the forking task's own state (docs/design.md section 3.11).
+void SharedTlsForkChild() {
+  internal::AdoptSectionsInForkChild(g_forking_tid);
+  // A task that forked from a signal handler while it was parked on its
+  // guest record comes back to a sleep on it: released, as ForkChild
+  // releases t_data (the queues are emptied), never to be woken otherwise.
+  if (ThreadData* mine = g_guests.Find(g_forking_tid)) {
+    mine->unpark_token = 0;  // kDefaultUnparkToken (parking_lot.h)
+    mine->wake_duty_count.store(0, std::memory_order_relaxed);
+    mine->parker.store(0, std::memory_order_relaxed);
+  }
+  // The tasks that held the others stayed in the parent.
+  g_guests.ResetAll();
+}
+
+constexpr ForkHandlers kSharedTlsForkStep{SharedTlsForkPrepare, nullptr,
+                                          SharedTlsForkChild};
 
 // fork(): the ForkStep::kLot step (runtime/fork.h runs it, innermost of
 // the program's handlers; see BucketTable::LockAllForFork). ForkParent and
@@ -269,22 +324,44 @@ constexpr ForkHandlers kLotForkStep{ForkPrepare, ForkParent, ForkChild};
 // At load time: the fork step, and what the lot reads of the machine.
 __attribute__((constructor)) void AtLoad() {
   RegisterForkStep(ForkStep::kLot, &kLotForkStep);
+  RegisterForkStep(ForkStep::kSharedTls, &kSharedTlsForkStep);
+  InitGuestLives();
   ReadStartupCpus();
 }
 
 }  // namespace
 
-ThreadData* internal::AcquireGuestData(int32_t tid) {
-  // Its own record first (FindOrClaim): a park it left by siglongjmp kept
-  // it.
-  return g_guests.FindOrClaim(tid, [] {
-    const struct timespec ms = {0, 1000000};
-    RawSyscall6(SYS_nanosleep, reinterpret_cast<long>(&ms), 0, 0, 0, 0, 0);
-  });
-}
+internal::GuestSlots& internal::GuestRecords() { return g_guests; }
 
 void internal::ReleaseGuestData(ThreadData* td, int32_t tid) {
   g_guests.Release(td, tid);
+}
+
+bool internal::GuestTaskDied(const ThreadData* td) {
+  const size_t i = g_guests.IndexOf(td);
+  return i < kGuestRecords &&
+         (g_guests.KeyAt(i).load(std::memory_order_acquire) &
+          FUTEX_OWNER_DIED) != 0;
+}
+
+void internal::WatchGuestLife(size_t index) {
+  struct robust_list_head* const mine = &g_guest_life[index].head;
+  long head = 0;
+  size_t len = 0;
+  if (RawSyscall6(SYS_get_robust_list, 0, reinterpret_cast<long>(&head),
+                  reinterpret_cast<long>(&len), 0, 0, 0) != 0) {
+    return;
+  }
+  const auto* current = reinterpret_cast<const GuestLife*>(head);
+  if (head == reinterpret_cast<long>(mine)) return;
+  // A list this task set up itself (a raw clone child starts with none) is
+  // the program's: replacing it would lose its robust futexes.
+  if (head != 0 && (current < &g_guest_life[0] ||
+                    current >= &g_guest_life[kGuestRecords])) {
+    return;
+  }
+  RawSyscall6(SYS_set_robust_list, reinterpret_cast<long>(mine),
+              sizeof(*mine), 0, 0, 0, 0);
 }
 
 ThreadData* internal::FindGuestData(int32_t tid) { return g_guests.Find(tid); }

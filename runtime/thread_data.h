@@ -145,21 +145,33 @@ bool EvictQueuedOwnRecord(ThreadData* td);
 void InstallDeferredUnparkRunner();
 // Whether the lot (registry and table) exists yet. Async-signal-safe.
 bool LotInitialized();
-// The parking record of a task on another task's TLS (hash/shared_tls.h:
-// OnForeignTls), whose ThreadData is its owner's: one of kGuestRecords records in .bss,
-// claimed for kernel thread id `tid` (the caller's) and reset, until
-// ReleaseGuestData(td, tid). Not registered (slot kNoSlot: no owner state,
-// no counters that reach the statistics). A record `tid` claimed before
-// and never released (its park left by siglongjmp) is returned again as it
-// was, perhaps still queued: Park evicts it as it evicts a thread's own.
-// When every record is taken, sleeps a millisecond at a time until one is
-// released. Async-signal-safe but for that sleep.
+// The parking records of tasks on another task's TLS (hash/shared_tls.h:
+// OnForeignTls), whose ThreadData is their owner's: kGuestRecords records
+// in .bss, each claimed for the kernel thread id of the task parking on it
+// (AcquireGuestData in parking_lot.cc) until ReleaseGuestData(td, tid). Not
+// registered (slot kNoSlot: no owner state, no counters that reach the
+// statistics). A record `tid` claimed before and never released (its park
+// left by siglongjmp) is found again as it was, perhaps still queued: Park
+// evicts it as it evicts a thread's own. A record's key word is the one
+// entry of its task's robust list (WatchGuestLife), so the kernel marks it
+// FUTEX_OWNER_DIED when the task dies holding it: unparkers then drop the
+// record from its queue (GuestTaskDied) and a claimer that finds no free
+// record reclaims it (docs/design.md section 2.11).
 inline constexpr size_t kGuestRecords = 32;
-ThreadData* AcquireGuestData(int32_t tid);
+using GuestSlots = TaskSlots<ThreadData, kGuestRecords>;
+GuestSlots& GuestRecords();
 void ReleaseGuestData(ThreadData* td, int32_t tid);
 // The guest record task `tid` holds (it is parking or parked), or nullptr.
 // Lock-free, async-signal-safe.
 ThreadData* FindGuestData(int32_t tid);
+// Whether `td` is a guest record whose task died holding it. Under the
+// lock of the bucket `td` is queued in (or of its key).
+bool GuestTaskDied(const ThreadData* td);
+// Makes guest record `index`'s key word the calling task's robust list
+// (set_robust_list), unless the task has a robust list of its own (the
+// program's: left alone, and the task's death goes unseen). One or two
+// system calls; called once per claim.
+void WatchGuestLife(size_t index);
 // Tests only: called by RunWakeDuty with the thread's data, its duty
 // written, before it wakes anyone (a slow, forking or vanishing helper).
 // nullptr (the default) in every program.
