@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -519,17 +520,18 @@ int main(int argc, char** argv) {
   for (int s : kSignals) sigaddset(&wanted, s);
   sigprocmask(SIG_BLOCK, &wanted, &old_mask);
 
-  const pid_t child = fork();
-  if (child < 0) {
-    fprintf(stderr, "parklot: fork: %s\n", strerror(errno));
+  // posix_spawn (a vfork underneath): no copy of the launcher's memory.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setsigmask(&attr, &old_mask);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  pid_t child;
+  const int err = posix_spawn(&child, path, nullptr, &attr, cmd, environ);
+  posix_spawnattr_destroy(&attr);
+  if (err != 0) {
+    fprintf(stderr, "parklot: %s: %s\n", cmd[0], strerror(err));
     RemoveDir();
-    return 1;
-  }
-  if (child == 0) {
-    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-    execv(path, cmd);
-    fprintf(stderr, "parklot: %s: %s\n", cmd[0], strerror(errno));
-    _exit(errno == ENOENT ? 127 : 126);
+    return err == ENOENT ? 127 : 126;
   }
 
   int status = 0;
