@@ -40,21 +40,12 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "preload/call_as.h"
 #include "preload/shim.h"
 #include "preload/symbol_versions.h"
 
 #define PARKLOT_NOSAN __attribute__((no_sanitize("address", "undefined")))
 
-extern "C" {
-// deepbind.cc: calls fn(a, b, c) with `gadget` as its return address; the
-// shadow-stack pointer (0 when shadow stacks are off).
-__attribute__((visibility("hidden"))) void* ParklotCallAs(const void* fn,
-                                                          uintptr_t a,
-                                                          uintptr_t b,
-                                                          uintptr_t c,
-                                                          uintptr_t gadget);
-__attribute__((visibility("hidden"))) uintptr_t ParklotShadowStack();
-}
 
 namespace parklot::preload {
 namespace {
