@@ -1,5 +1,5 @@
 // suite: the side-by-side benchmark suite, one harness for every
-// scenario of DESIGN.md's "Measuring". Every implementation is an adapter
+// scenario (docs/results.md, "The suite"). Every implementation is an adapter
 // (bench/locks.h) in this binary:
 //
 //   mutexes     glibc pthread_mutex (normal; the baseline), glibc adaptive

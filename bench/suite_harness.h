@@ -237,8 +237,8 @@ struct Context {
   std::string out_dir;  // "" = terminal only
 };
 
-// One scenario of DESIGN.md's "Measuring". The suite calls, for the
-// scenarios --scenarios asks for, in the order of their numbers: Measure
+// One scenario of the suite (docs/results.md, "The suite"). The suite
+// calls, for the scenarios --scenarios asks for, in the order of their numbers: Measure
 // (every in-process measurement); then prints the Tables of every
 // scenario; then RunAfterTables (other binaries, real programs, which print as they
 // go); then Targets and Plots of every scenario. Scenarios are used by the

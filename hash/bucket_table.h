@@ -2,13 +2,13 @@
 //
 // Each bucket holds a small lock, the FIFO queue of threads parked on keys
 // that hash to it, and the bucket's eventual-fairness timer. The table grows
-// with the process's threads under a policy chosen at start (DESIGN.md,
-// "hash/"). A growth retires the old table without waiting for anyone: it
+// with the process's threads under a policy chosen at start (docs/design.md
+// section 2.5). A growth retires the old table without waiting for anyone: it
 // stays mapped for the life of the process (growth at least doubles, so all
 // retired tables together are smaller than the current one), and a reader
 // re-checks the table after locking a bucket. Readers therefore take no
 // reference count, no RCU section and make no system call for growth
-// (docs/design.md, "Table growth").
+// (docs/design.md sections 2.6 and 2.7).
 #ifndef PARKLOT_HASH_BUCKET_TABLE_H_
 #define PARKLOT_HASH_BUCKET_TABLE_H_
 
@@ -198,12 +198,12 @@ bool CanMapNow(size_t bytes);
 // grows the table. Memory comes from mmap, never malloc, so it can serve a
 // pthread_mutex_lock interposed under a malloc that takes locks.
 //
-// Running out of memory never fails the table (DESIGN.md invariant 7):
-// tables of up to kInlineBuckets buckets live inside the BucketTable object
-// itself (static storage for the process's table), so the default first
-// table needs no allocation; a larger initial size that cannot be mapped
-// falls back to halves of it, down to the inline table; and a growth whose
-// new table cannot be mapped leaves the current table serving. Both are
+// Running out of memory never fails the table (docs/design.md section 6,
+// invariant 7): tables of up to kInlineBuckets buckets live inside the
+// BucketTable object itself (static storage for the process's table), so the
+// default first table needs no allocation; a larger initial size that cannot be
+// mapped falls back to halves of it, down to the inline table; and a growth
+// whose new table cannot be mapped leaves the current table serving. Both are
 // counted in allocation_failures().
 class BucketTable {
  public:
@@ -241,16 +241,16 @@ class BucketTable {
     BucketTable* table_;
   };
 
-  // Lock sections and signal handlers (DESIGN.md invariant 6). Every
-  // function below that returns locked buckets must be called inside a
+  // Lock sections and signal handlers (docs/design.md section 6, invariant 6).
+  // Every function below that returns locked buckets must be called inside a
   // ReadSection, which is the lock section; the thread's section depth is
-  // counted in thread-local storage from before the first lock instruction
-  // to after the last unlock. A signal handler that interrupts
-  // its thread inside a section must not take a bucket lock (the thread
-  // may hold the very bucket it needs): it asks InLockSection(), queues its
-  // work, and calls RequestSectionExitHook(); the hook then runs on the
-  // thread as soon as its outermost section closes (the kernel's wake
-  // queues defer wakes the same way). All three are async-signal-safe.
+  // counted in thread-local storage from before the first lock instruction to
+  // after the last unlock. A signal handler that interrupts its thread inside a
+  // section must not take a bucket lock (the thread may hold the very bucket it
+  // needs): it asks InLockSection(), queues its work, and calls
+  // RequestSectionExitHook(); the hook then runs on the thread as soon as its
+  // outermost section closes (the kernel's wake queues defer wakes the same
+  // way). All three are async-signal-safe.
 
   // True while the calling thread is inside a lock section.
   static bool InLockSection();

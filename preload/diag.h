@@ -2,8 +2,8 @@
 // libparklot_diag.so: what the shim loads, with dlopen, only when a PARKLOT_*
 // knob asks for a diagnostic that needs a symbolizer or a graph
 // (PARKLOT_STATS names call sites, PARKLOT_DEADLOCK keeps a lock-order
-// graph). The shim itself loads with libc alone (docs/design.md, "The shim's
-// footprint"); the diagnostics object links Abseil's shared libraries and
+// graph). The shim itself loads with libc alone (docs/design.md
+// section 5.1); the diagnostics object links Abseil's shared libraries and
 // libstdc++, which a plain run then never maps.
 //
 // One C entry point, parklot_diag_open, and two tables of function

@@ -8,7 +8,7 @@
 // read (runtime/config.h), so nothing asks for it and it is never loaded;
 // LoadDiagnostics checks again. It is loaded in the shim's constructor,
 // before main, so its opens and mmaps happen before any sandbox the program
-// installs (DESIGN.md invariant 9), and only in a process whose
+// installs (docs/design.md section 6, invariant 9), and only in a process whose
 // environment asked for a diagnostic.
 #include <dlfcn.h>
 #include <limits.h>

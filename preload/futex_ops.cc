@@ -203,8 +203,8 @@ bool IsAccessInstruction(const char* ip) {
 
 // Kept small: it runs on the program's alternate signal stack (under 256
 // bytes beyond glibc's handler call with the program's handler inside,
-// README "Reliability"), so no struct sigaction and no libc call on the
-// way to the program's handler.
+// docs/compatibility.md, "Reliability under the shim"), so no struct
+// sigaction and no libc call on the way to the program's handler.
 void OnFaultSignal(int sig, siginfo_t* info, void* context) {
   auto* uc = static_cast<ucontext_t*>(context);
   greg_t& ip = uc->uc_mcontext.gregs[REG_RIP];

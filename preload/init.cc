@@ -41,8 +41,9 @@ constexpr ForkHandlers kStandInsForkStep{nullptr, nullptr, ShimChildReset};
 
 // Under Valgrind every served name is bound to glibc's own function
 // (surface.h): one line on stderr says so, worded as the launcher's line for
-// a program the shim cannot serve. Nothing in secure mode (DESIGN.md
-// invariant 8). One write(2), formatted on the stack, errno kept (SayLine).
+// a program the shim cannot serve. Nothing in secure mode (docs/design.md
+// section 6, invariant 8). One write(2), formatted on the stack, errno kept
+// (SayLine).
 void SayStepsAside() {
   if (SecureMode()) return;
   SayLine("parklot: under Valgrind: stepping aside; %.64s (pid %d) runs on "

@@ -100,13 +100,13 @@ void SayNotWritten(Sink sink, const char* path, const char* step, int err) {
   }
 }
 
-// Opens the report file `path` for appending, as DESIGN.md invariant 8
-// asks: never through a symbolic link in its last component (O_NOFOLLOW),
-// created private to the user (0600), never a terminal's controlling
-// device (O_NOCTTY), and only a regular file (a FIFO without a reader is
-// refused at once, O_NONBLOCK, rather than blocking the exit). `mode`:
-// O_APPEND (reports add up) or O_TRUNC (a file holds one profile). Returns
-// the descriptor, or -1 with `*step` and errno saying what failed.
+// Opens the report file `path` for appending, as docs/design.md section 6,
+// invariant 8 asks: never through a symbolic link in its last component
+// (O_NOFOLLOW), created private to the user (0600), never a terminal's
+// controlling device (O_NOCTTY), and only a regular file (a FIFO without a
+// reader is refused at once, O_NONBLOCK, rather than blocking the exit).
+// `mode`: O_APPEND (reports add up) or O_TRUNC (a file holds one profile).
+// Returns the descriptor, or -1 with `*step` and errno saying what failed.
 int OpenReportFile(const char* path, int mode, const char** step) {
   // What is there already must be a regular file before it is opened: the
   // open of a device node can act (a watchdog arms, a tape rewinds) even
@@ -184,8 +184,9 @@ void InitReportSinks(const Config& config) {
 }
 
 void WriteReport(Sink sink, std::string_view text) {
-  // Secure mode writes nothing (DESIGN.md invariant 8); the configuration
-  // already turns every report off there, this keeps it so for any caller.
+  // Secure mode writes nothing (docs/design.md section 6, invariant 8); the
+  // configuration already turns every report off there, this keeps it so for
+  // any caller.
   if (SecureMode()) return;
   const int saved_errno = errno;  // the program's errno, as glibc leaves it
   const SinkState& s = StateOf(sink);

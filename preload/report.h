@@ -21,13 +21,13 @@ enum class Sink { kStats, kReport, kProfile };
 // templates. Records the pid: later processes are fork children. Call
 // once, from the shim's constructor, before any report. Not thread-safe.
 //
-// Descriptors (DESIGN.md invariants 8 and 9): the shim holds none between
-// reports. A report without a path goes to descriptor 2 as it is when the
-// report is written, the program's stderr, as glibc's own messages do; a
-// program that closed its stderr before exit (coreutils' close_stdout)
-// loses the report, which a path keeps. A copy of stderr taken at start-up
-// would be a descriptor the program can see, and one it may close and
-// reuse for its own data.
+// Descriptors (docs/design.md section 6, invariants 8 and 9): the shim holds
+// none between reports. A report without a path goes to descriptor 2 as it is
+// when the report is written, the program's stderr, as glibc's own messages do;
+// a program that closed its stderr before exit (coreutils' close_stdout) loses
+// the report, which a path keeps. A copy of stderr taken at start-up would be a
+// descriptor the program can see, and one it may close and reuse for its own
+// data.
 void InitReportSinks(const Config& config);
 
 // Writes `text` to `sink` with write(2), all of it unless an error stops

@@ -15,7 +15,7 @@
 // priority-inherit/protect) go to glibc's own functions for their life.
 // Every entry point is thread-safe as its POSIX counterpart is.
 //
-// Signal handlers (DESIGN.md invariant 6). What POSIX makes
+// Signal handlers (docs/design.md section 6, invariant 6). What POSIX makes
 // async-signal-safe stays so under the shim: sem_post (Semaphore::Release,
 // through UnparkUpTo), and, with PARKLOT_SYSCALL_FUTEX=1, what the kernel
 // serves safely in a handler: FUTEX_WAKE and FUTEX_WAKE_BITSET (UnparkUpTo
@@ -114,11 +114,11 @@ const Glibc& RealGlibc();
 
 // The calling thread's kernel thread id as glibc records it (struct
 // pthread's tid, which glibc's own owner checks read), so that the shim's
-// owner checks make no gettid system call glibc would not make (DESIGN.md
-// invariant 9). The field's offset is the one glibc publishes for
-// debuggers (_thread_db_pthread_tid, GLIBC_PRIVATE), checked against
-// gettid once by RealGlibc() at start-up; where it is missing or
-// disagrees, gettid is called instead. Async-signal-safe; any thread.
+// owner checks make no gettid system call glibc would not make (docs/design.md
+// section 6, invariant 9). The field's offset is the one glibc publishes for
+// debuggers (_thread_db_pthread_tid, GLIBC_PRIVATE), checked against gettid
+// once by RealGlibc() at start-up; where it is missing or disagrees, gettid is
+// called instead. Async-signal-safe; any thread.
 pid_t CurrentTid();
 
 // The offset of glibc's tid field from the thread pointer (struct pthread

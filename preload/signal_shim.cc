@@ -2,7 +2,8 @@
 // inside a wrapper that brackets it with EnterSignalHandler and
 // LeaveSignalHandler (runtime/parking_lot.h), so that a thread whose
 // handler leaves a wait by siglongjmp is never handed a lock, a semaphore
-// unit or a notification it cannot take (DESIGN.md invariant 6).
+// unit or a notification it cannot take (docs/design.md section 6, invariant
+// 6).
 //
 // The shim's one place for signal actions. Interposed: sigaction
 // (__sigaction), signal

@@ -5,7 +5,7 @@
 // (symbol_versions.h), which must name symbols of this assembly file.
 //
 // Why step aside under Valgrind rather than tell helgrind and DRD about
-// parklot's locks with client requests: docs/design.md, "Valgrind".
+// parklot's locks with client requests: docs/design.md section 5.14.
 #include "preload/surface.h"
 
 #include <valgrind/valgrind.h>

@@ -3,7 +3,7 @@
 //
 // Under Valgrind the shim steps aside: every exported name runs glibc's own
 // function, so that helgrind and DRD, which intercept glibc's functions by
-// their soname, see every call (docs/design.md, "Valgrind", says why rather
+// their soname, see every call (docs/design.md section 5.14 says why rather
 // than client requests). The decision is taken once, at load, before any
 // code of the shim or of the libraries it needs runs (surface.cc), and is
 // the bit kHookStepAside of g_lock_hooks (shim.h).

@@ -35,14 +35,14 @@
 //   (the two switches take 1/0, true/false, yes/no, t/f, y/n; default 0)
 //
 // A value that does not parse or is out of range never stops the program
-// (DESIGN.md invariant 7): the knob keeps its default and one line on
-// stderr names the variable, the value given, what is accepted and the
+// (docs/design.md section 6, invariant 7): the knob keeps its default and one
+// line on stderr names the variable, the value given, what is accepted and the
 // default used.
 //
-// Secure mode (DESIGN.md invariant 8): in a process the kernel started with
-// AT_SECURE set (setuid, setgid, file capabilities, an LSM transition) no
-// PARKLOT_* variable is read at all; every knob has its default and nothing
-// is written anywhere, as glibc ignores LD_DEBUG_OUTPUT and filters
+// Secure mode (docs/design.md section 6, invariant 8): in a process the kernel
+// started with AT_SECURE set (setuid, setgid, file capabilities, an LSM
+// transition) no PARKLOT_* variable is read at all; every knob has its default
+// and nothing is written anywhere, as glibc ignores LD_DEBUG_OUTPUT and filters
 // GLIBC_TUNABLES there: the environment belongs to a less privileged user.
 #ifndef PARKLOT_RUNTIME_CONFIG_H_
 #define PARKLOT_RUNTIME_CONFIG_H_

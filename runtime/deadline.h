@@ -1,7 +1,7 @@
 // Absolute deadlines on either of the two clocks a futex can sleep against.
 //
 // Plain nanoseconds and clock_gettime, all inline: the preload shim loads
-// with libc alone (docs/design.md, "The shim's footprint"), so the lot's
+// with libc alone (docs/design.md section 5.1), so the lot's
 // own time needs nothing out of line. The absl::Time and absl::Duration
 // adapters below are for the library's users and tests; nothing in the
 // shim calls them (each would pull in libabsl_time).

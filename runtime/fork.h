@@ -9,9 +9,9 @@
 // Before fork() the prepare parts run in the order of ForkStep; after it
 // the parent parts (in the parent) or the child parts (in the child) run in
 // the reverse order: what was taken last is released first, and the lot is
-// working again before any layer above it runs its child part. DESIGN.md:
-// "fork() leaves the child a working lot" and invariant 7 (fork at any
-// moment never hangs the child).
+// working again before any layer above it runs its child part, so fork()
+// leaves the child a working lot (docs/design.md section 3.11) and a fork at
+// any moment never hangs the child (section 6, invariant 7).
 #ifndef PARKLOT_RUNTIME_FORK_H_
 #define PARKLOT_RUNTIME_FORK_H_
 

@@ -14,9 +14,9 @@
 // documented as running "under the bucket lock" must not park, unpark, or
 // block, and should be short.
 //
-// Signal handlers (DESIGN.md invariant 6). A handler may interrupt its
-// thread anywhere, including inside a lock section (bucket locks held).
-// From a handler, only these are allowed:
+// Signal handlers (docs/design.md section 6, invariant 6). A handler may
+// interrupt its thread anywhere, including inside a lock section (bucket locks
+// held). From a handler, only these are allowed:
 //   - UnparkUpTo: async-signal-safe at every instruction of every other
 //     lot path. Inside a lock section it defers the unpark to the moment
 //     the section closes, on the same thread, and returns 0.
@@ -36,10 +36,10 @@
 // before_sleep, which runs while the thread is queued, may unpark, as a
 // condvar wait unlocks its mutex there.)
 //
-// Invariant (DESIGN.md 1, no lost wake-up): `validate` runs with the key's
-// bucket locked, and every unpark locks the same bucket, so a waker that
-// changes the waited-on word and then unparks cannot miss a waiter that
-// validated the old word.
+// Invariant (docs/design.md section 6, invariant 1: no lost wake-up):
+// `validate` runs with the key's bucket locked, and every unpark locks the same
+// bucket, so a waker that changes the waited-on word and then unparks cannot
+// miss a waiter that validated the old word.
 #ifndef PARKLOT_RUNTIME_PARKING_LOT_H_
 #define PARKLOT_RUNTIME_PARKING_LOT_H_
 

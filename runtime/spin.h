@@ -1,4 +1,4 @@
-// Adaptive, owner-aware spinning (DESIGN.md, "Spin policy"), and the one
+// Adaptive, owner-aware spinning (docs/design.md section 3.10), and the one
 // spin-wait that every lock of sync/ runs before it parks.
 //
 // A waiter spins only while spinning can pay: the lock's owner is running

@@ -86,11 +86,11 @@ std::atomic<uint8_t> g_states_storage[kMaxSlots];
 // index (for the statistics snapshot and the fork child) and the free
 // stack of indices, in chunks of kChunkSlots indices. The first chunk is in
 // .bss (nothing to allocate, so nothing can fail at the lot's first use
-// when memory is short: DESIGN.md invariant 7); the others are mapped when
-// fresh indices first reach them and stay mapped. Before, the whole 2^20
-// of each was in .bss: 12 MiB of address space in every process, which a
-// small RLIMIT_AS (ulimit -v) could not spare. Only under Registry::lock
-// (and in the fork child, alone).
+// when memory is short: docs/design.md section 6, invariant 7); the others are
+// mapped when fresh indices first reach them and stay mapped. Before, the whole
+// 2^20 of each was in .bss: 12 MiB of address space in every process, which a
+// small RLIMIT_AS (ulimit -v) could not spare. Only under Registry::lock (and
+// in the fork child, alone).
 constexpr uint32_t kChunkSlots = 1u << 14;
 struct IndexChunk {
   std::atomic<ThreadData*> by_index[kChunkSlots];
@@ -120,10 +120,10 @@ void OnThreadExit(void* arg);
 
 // The CPUs at start-up: in the affinity mask (the spin policy's) and online
 // (the `cpus` growth policy's). Read by a load-time constructor, before
-// main and so before any sandbox the program installs (DESIGN.md invariant
-// 9: glibc makes no sched_getaffinity for a program that never asks), or by
-// the first use of the lot if that comes earlier (another library's
-// constructor). Written once before any thread can read them.
+// main and so before any sandbox the program installs (docs/design.md section
+// 6, invariant 9: glibc makes no sched_getaffinity for a program that never
+// asks), or by the first use of the lot if that comes earlier (another
+// library's constructor). Written once before any thread can read them.
 size_t g_affinity_cpus = 0;
 size_t g_online_cpus = 0;
 
@@ -148,7 +148,7 @@ void InitOnce() {
       // PTHREAD_KEYS_MAX is no key, so pthread_setspecific on it fails
       // with EINVAL and never touches another library's key.
       r->exit_key = PTHREAD_KEYS_MAX;
-      // Secure mode writes nothing (DESIGN.md invariant 8).
+      // Secure mode writes nothing (docs/design.md section 6, invariant 8).
       if (!SecureMode()) {
         SayLine("parklot: pthread_key_create failed (error %d): exited "
                 "threads will stay counted as live",

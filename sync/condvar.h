@@ -7,7 +7,7 @@
 // A crowd (more than 32 waiters) is requeued tagged instead, and the first
 // of it that an unlock wakes wakes the rest at once (a wake tree), so that
 // they pass the mutex one after another without a wake-up per waiter; with
-// the mutex free, a crowd is woken at once (docs/design.md, CondVar).
+// the mutex free, a crowd is woken at once (docs/design.md section 4, CondVar).
 // The mutex is recorded per wait, so one CondVar may be used with different
 // mutexes over time. Waiting with two different mutexes at the same time is
 // undefined by POSIX; here it works, without requeueing, until the waiters

@@ -74,7 +74,8 @@ class MutexCore {
 
   // Unlock: one compare-and-swap when no thread is parked. The caller must
   // hold the lock. After the word is released this touches only the
-  // parking lot, never the mutex's memory (DESIGN.md invariant 2).
+  // parking lot, never the mutex's memory (docs/design.md section 6, invariant
+  // 2).
   static void Unlock(std::atomic<uint32_t>* word, bool force_fair = false) {
     uint32_t expected = OwnerWord(CurrentSlot());
     if (__builtin_expect(!force_fair && word->compare_exchange_weak(

@@ -39,9 +39,9 @@ namespace parklot {
 //
 // Destruction: once every caller that waited has returned, the Once may be
 // destroyed even while the thread that ran the function is still inside
-// Call(): after publishing "done" it touches only the parking lot (DESIGN.md
-// invariant 2). A word holding a value this class never writes (corrupt
-// memory) is treated as "running" and waited on.
+// Call(): after publishing "done" it touches only the parking lot
+// (docs/design.md section 6, invariant 2). A word holding a value this class
+// never writes (corrupt memory) is treated as "running" and waited on.
 class Once {
  public:
   // The word: its low two bits are the state; in the two running states,

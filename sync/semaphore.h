@@ -7,8 +7,8 @@
 // wake anyone from the same atomic operation that publishes the new value:
 // it never has to read the semaphore again afterwards. That is what lets a
 // waiter destroy and free the semaphore as soon as it returns, even while
-// the poster is still inside Release (DESIGN.md invariant 2; glibc bug
-// 12674 was this bug in sem_post).
+// the poster is still inside Release (docs/design.md section 6, invariant 2;
+// glibc bug 12674 was this bug in sem_post).
 //
 // Barging with eventual fairness: a released unit goes to whoever takes it
 // first, except that when the bucket's fairness timer has fired (mean

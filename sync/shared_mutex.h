@@ -67,7 +67,7 @@ namespace parklot {
 // Every function is thread-safe. No function allocates heap memory. The
 // unlock functions never touch `word` or `ema` after the point where
 // another thread may acquire the lock (and then destroy and free it):
-// DESIGN.md invariant 2.
+// docs/design.md section 6, invariant 2.
 class SharedMutexCore {
  public:
   enum class Kind : uint32_t {

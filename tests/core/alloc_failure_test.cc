@@ -1,8 +1,8 @@
-// The process's table when no table can be mapped (DESIGN.md invariant 7):
-// the initial table falls back to the one inside the BucketTable, 64
-// threads registering at once fail every growth (counted in the stats),
-// and locks built on the lot still exclude and hand over; once memory is
-// back, the next registration grows the table.
+// The process's table when no table can be mapped (docs/design.md section 6,
+// invariant 7): the initial table falls back to the one inside the BucketTable,
+// 64 threads registering at once fail every growth (counted in the stats), and
+// locks built on the lot still exclude and hand over; once memory is back, the
+// next registration grows the table.
 //
 // Its own binary: the failure is set up before the lot's first use.
 #include <stdint.h>

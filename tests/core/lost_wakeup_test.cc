@@ -1,6 +1,6 @@
-// Lost-wake-up torture (DESIGN.md invariant 1): a waiter that validates
-// "the word still has its old value" and sleeps races a waker that stores
-// the new value and then unparks. If the waker could run between the
+// Lost-wake-up torture (docs/design.md section 6, invariant 1): a waiter that
+// validates "the word still has its old value" and sleeps races a waker that
+// stores the new value and then unparks. If the waker could run between the
 // waiter's check and its enqueue, the waiter would sleep forever.
 //
 // Millions of rounds in total, with randomized small delays on both sides

@@ -2,7 +2,7 @@
 # A program run with an older libstdc++.so.6 first on its search path (a
 # vendored runtime on LD_LIBRARY_PATH or its RUNPATH) starts under a plain
 # LD_PRELOAD of the shim, and its locks are served: the shim loads with libc
-# alone (no libstdc++, no Abseil; docs/design.md, "The shim's footprint").
+# alone (no libstdc++, no Abseil; docs/design.md section 5.1).
 # A shim that needed libstdc++ (through Abseil's shared libraries, as until
 # 0.2.0's did) could not start there at all. The diagnostics object does need the
 # system's libstdc++: under PARKLOT_STATS or PARKLOT_DEADLOCK it then cannot

@@ -48,7 +48,8 @@ static void on_signal(int sig) {
  * waits for every thread spawned before it: a registration that grows
  * liburcu-bp's reader arena, preempted between the lot's address-space
  * probe and liburcu's own mapping while the burst exhausts the address
- * space, makes liburcu abort the process (README, "Known limits"). */
+ * space, made liburcu abort the process (the table before retired tables
+ * stayed mapped: CHANGELOG.md). */
 static pthread_mutex_t g_hello = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int g_registered;
 static void say_hello(void) {

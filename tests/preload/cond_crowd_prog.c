@@ -1,8 +1,8 @@
 /* pthread_cond_broadcast to a crowd: more waiters than the shim wakes one
  * by one (above 32, a broadcast's waiters are requeued onto a held mutex
  * tagged, and the first the unlock wakes wakes the rest; onto a free mutex
- * they are all woken at once; docs/design.md, CondVar). Every waiter must
- * pass every round, as under glibc, whichever way the broadcast finds the
+ * they are all woken at once; docs/design.md section 4, CondVar). Every
+ * waiter must pass every round, as under glibc, whichever way the broadcast finds the
  * mutex, with some waiters in timed waits that time out meanwhile and an
  * outsider thread taking the mutex throughout.
  *

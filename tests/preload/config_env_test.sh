@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bad PARKLOT_* values and exhausted memory under the shim, end to end
-# (DESIGN.md invariant 7): the program runs to the end, each bad variable
-# gets exactly one line on stderr naming it, its value and the default
+# (docs/design.md section 6, invariant 7): the program runs to the end, each bad
+# variable gets exactly one line on stderr naming it, its value and the default
 # used, and PARKLOT_STATS=1 reports the table allocations that failed.
 #
 #   config_env_test.sh OOM_PROG

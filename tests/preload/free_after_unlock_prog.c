@@ -1,6 +1,6 @@
-/* Memory freed right after the last unlock or the last wake-up (DESIGN.md
- * invariant 2): once another thread may acquire, destroy and free a lock,
- * the unlocking (or notifying) thread must not touch its memory.
+/* Memory freed right after the last unlock or the last wake-up (docs/design.md
+ * section 6, invariant 2): once another thread may acquire, destroy and free a
+ * lock, the unlocking (or notifying) thread must not touch its memory.
  *
  * Heap objects hold a mutex and a condvar. Three patterns, in loops across
  * worker threads:

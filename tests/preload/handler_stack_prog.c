@@ -3,8 +3,9 @@
  * SIGSEGV/SIGBUS fault handler, each with the handler in asynchronous
  * cancellation mode too. Programs size alternate stacks from glibc's
  * figures (MINSIGSTKSZ), so the shim's share must stay small: under 256
- * bytes on every path (README, "Reliability"). The wrapper used 64 bytes
- * more than glibc's handler call, the fault path 384.
+ * bytes on every path (docs/compatibility.md, "Reliability under the
+ * shim"). The wrapper used 64 bytes more than glibc's handler call, the
+ * fault path 384.
  *
  * The kernel's signal frame starts 8 bytes below the ucontext it passes;
  * glibc calls the handler right there, so the handler's saved frame pointer

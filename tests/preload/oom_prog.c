@@ -1,12 +1,12 @@
-/* The lot's first use with the address space exhausted (DESIGN.md
- * invariant 7). Worker threads are created first (their stacks need
- * memory) and wait on a pipe without touching any lock; then the program
- * caps RLIMIT_AS at its current size plus a little and maps the rest away,
- * and only then takes its first lock: the lot must initialize, register
- * every thread and serve mutexes, condition variables and semaphores with
- * no memory to grow its table into, as glibc's locks, which need none, do.
- * The exhausted memory is given back before exit, so that PARKLOT_STATS=1
- * can report (tests/preload/config_env_test.sh checks that report).
+/* The lot's first use with the address space exhausted (docs/design.md section
+ * 6, invariant 7). Worker threads are created first (their stacks need memory)
+ * and wait on a pipe without touching any lock; then the program caps RLIMIT_AS
+ * at its current size plus a little and maps the rest away, and only then takes
+ * its first lock: the lot must initialize, register every thread and serve
+ * mutexes, condition variables and semaphores with no memory to grow its table
+ * into, as glibc's locks, which need none, do. The exhausted memory is given
+ * back before exit, so that PARKLOT_STATS=1 can report
+ * (tests/preload/config_env_test.sh checks that report).
  *
  *   oom_prog [--keep-exhausted]   (the report then runs without memory) */
 #include <sys/mman.h>

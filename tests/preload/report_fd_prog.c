@@ -1,9 +1,9 @@
 /* A daemon's start, as report_files_test runs it with PARKLOT_STATS=1 or
  * PARKLOT_DEADLOCK=report: it checks that no descriptor beyond 0-2 is open
- * (the shim must hold none the program can see: DESIGN.md invariant 9),
- * closes every descriptor from 3 up as daemons do, opens its own data file
- * (argv[1]) and moves it to descriptor 100, writes its data there, makes a
- * lock-order inversion and some contention, and exits. The reports must
+ * (the shim must hold none the program can see: docs/design.md section 6,
+ * invariant 9), closes every descriptor from 3 up as daemons do, opens its own
+ * data file (argv[1]) and moves it to descriptor 100, writes its data there,
+ * makes a lock-order inversion and some contention, and exits. The reports must
  * go to its stderr, never into the data file. Plain -pthread C. */
 #define _GNU_SOURCE 1
 #include <dirent.h>

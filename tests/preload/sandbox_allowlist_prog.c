@@ -7,9 +7,9 @@
  * plain glibc), and the --glibc-too run proves it is enough there. Then it
  * uses every primitive the shim serves, from 64 threads (registrations and
  * table growths), with timed waits, thread exits and, under
- * PARKLOT_SYSCALL_FUTEX=1, raw private futex waits and wakes. DESIGN.md
- * invariant 9: after start-up the shim makes no system call glibc would
- * not make for the same program (its table growth once probed
+ * PARKLOT_SYSCALL_FUTEX=1, raw private futex waits and wakes. docs/design.md
+ * section 6, invariant 9: after start-up the shim makes no system call glibc
+ * would not make for the same program (its table growth once probed
  * sys_membarrier: SIGSYS). */
 #include "tests/preload/shim_test_util.h"  /* first: _GNU_SOURCE */
 

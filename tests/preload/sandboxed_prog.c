@@ -6,8 +6,8 @@
  * table waits for a liburcu-bp grace period; liburcu-bp had chosen
  * sys_membarrier at start-up and ended the process when the call failed
  * ("urcu-bp.c:smp_mb_master ... Unrecoverable error: Operation not
- * permitted", exit 134). Growth is an optimisation (DESIGN.md invariant
- * 7): the table must keep serving at its size instead. */
+ * permitted", exit 134). Growth is an optimisation (docs/design.md section 6,
+ * invariant 7): the table must keep serving at its size instead. */
 #include "tests/preload/shim_test_util.h"  /* first: _GNU_SOURCE */
 
 #include <linux/audit.h>

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Secure mode (DESIGN.md invariant 8), tried as an attacker would: the shim
-# named in /etc/ld.so.preload, a setuid-root program run by an unprivileged
-# user whose environment asks for reports in a root-only directory, through
-# a symbolic link to a root-only file, and for knobs. In secure mode the
+# Secure mode (docs/design.md section 6, invariant 8), tried as an attacker
+# would: the shim named in /etc/ld.so.preload, a setuid-root program run by an
+# unprivileged user whose environment asks for reports in a root-only directory,
+# through a symbolic link to a root-only file, and for knobs. In secure mode the
 # shim must read no PARKLOT_* variable and write nothing anywhere.
 #
 # The machine stays untouched: everything happens in a private mount

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shim loads like part of libc (docs/design.md, "The shim's footprint"):
+# The shim loads like part of libc (docs/design.md section 5.1):
 # its DT_NEEDED list is libc, libm, libgcc_s and the loader at most (and a
 # sanitizer build's runtimes); it exports no C++ runtime symbol of the
 # libsupc++ it links; a plain run maps nothing but the shim beyond what the

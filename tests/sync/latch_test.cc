@@ -111,7 +111,7 @@ TEST(LatchTest, ArriveAndWaitManyThreads) {
 
 // A count-downer may still be inside CountDown (waking) when the waiter
 // returns, destroys and poisons the latch: it must not touch it after the
-// count reached zero (DESIGN.md invariant 2).
+// count reached zero (docs/design.md section 6, invariant 2).
 TEST(LatchTest, DestroyRightAfterWait) {
   Watchdog wd(kWatchdogLimit, "LatchTest.DestroyRightAfterWait");
   const int iterations = static_cast<int>(Scaled(20000, 500));

@@ -1,6 +1,6 @@
-// DESIGN.md invariant 2: after the point in unlock where another thread may
-// acquire, destroy and free the lock, the unlocking thread never touches the
-// lock's memory.
+// docs/design.md section 6, invariant 2: after the point in unlock where
+// another thread may acquire, destroy and free the lock, the unlocking thread
+// never touches the lock's memory.
 //
 // A refcounted object holds a Mutex; every owner locks it, drops its
 // reference and unlocks; the last one unlocks, destroys, poisons and frees

@@ -368,7 +368,7 @@ TEST(OnceTest, ForkChainsKeepCountingGenerations) {
 }
 
 // The initializer may still be waking waiters when one of them returns and
-// destroys, poisons and frees the Once (DESIGN.md invariant 2).
+// destroys, poisons and frees the Once (docs/design.md section 6, invariant 2).
 TEST(OnceTest, DestroyRightAfterCallReturns) {
   Watchdog wd(kWatchdogLimit, "OnceTest.DestroyRightAfterCallReturns");
   const int iterations = static_cast<int>(Scaled(10000, 300));

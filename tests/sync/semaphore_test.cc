@@ -1,7 +1,7 @@
 // parklot::Semaphore: sem_t semantics (value, try, timed on both clocks,
 // overflow), Release(n) waking n waiters, Release racing the destruction of
-// the semaphore by the waiter it woke (DESIGN.md invariant 2), and a
-// producer/consumer torture with a conservation checksum.
+// the semaphore by the waiter it woke (docs/design.md section 6, invariant 2),
+// and a producer/consumer torture with a conservation checksum.
 #include "sync/semaphore.h"
 
 #include <semaphore.h>
@@ -173,10 +173,10 @@ TEST(SemaphoreTest, ReleaseNWakesN) {
   EXPECT_EQ(s.waiters(), 0u);
 }
 
-// DESIGN.md invariant 2 for sem_post: a heap object holding a Semaphore is
-// destroyed, poisoned and freed by the waiter right after Acquire returns,
-// while the poster may still be inside Release. Under ASan any access by
-// the poster after publishing the unit is a heap-use-after-free.
+// docs/design.md section 6, invariant 2 for sem_post: a heap object holding a
+// Semaphore is destroyed, poisoned and freed by the waiter right after Acquire
+// returns, while the poster may still be inside Release. Under ASan any access
+// by the poster after publishing the unit is a heap-use-after-free.
 struct Message {
   Semaphore ready;
   int payload = 0;
