@@ -10,7 +10,7 @@
 //                the kernel's private futex hash at its default size, on the
 //                global hash (slots = 0), and at prctl(PR_FUTEX_HASH,
 //                PR_FUTEX_HASH_SET_SLOTS, N) for several N;
-//   parklot/...  parklot::Park whose validate callback returns false
+//   parklot/...  parklot::internal::Park whose validate callback returns false
 //                (kInvalid), under each table growth policy.
 //
 // Both the kernel's hash size and parklot's policy are per process and
@@ -107,7 +107,7 @@ ABSL_FLAG(std::string, child, "",
           "Internal: measure this one configuration in this process (with "
           "--threads=<one count>) and print a result line.");
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -250,7 +250,7 @@ struct KernelWait {
   }
 };
 
-// parklot::Park whose validate callback (run under the bucket lock) finds
+// parklot::internal::Park whose validate callback (run under the bucket lock) finds
 // the word changed: returns kInvalid without sleeping.
 struct ParklotWait {
   bool operator()(std::atomic<uint32_t>* word) const {
@@ -928,13 +928,13 @@ int RunParent(const char* argv0) {
 
 }  // namespace
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal
 
 int main(int argc, char** argv) {
-  using namespace parklot::bench;
+  using namespace parklot::internal::bench;
   absl::SetProgramUsageMessage(
       "perf bench futex hash, side by side: kernel FUTEX_WAIT_PRIVATE at "
-      "several private-hash sizes vs parklot::Park under each table policy.\n"
+      "several private-hash sizes vs parklot::internal::Park under each table policy.\n"
       "  futex_hash [--quick] [--threads=2,32] [--repetitions=N] "
       "[--duration=300ms] [--json_out=FILE]");
   const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);

@@ -81,7 +81,7 @@ ABSL_FLAG(std::string, child, "", "Internal: run one configuration.");
 ABSL_FLAG(int, child_m, 1, "Internal: message threads.");
 ABSL_FLAG(int, child_w, 4, "Internal: workers per message thread.");
 
-namespace parklot::bench {
+namespace parklot::internal::bench {
 namespace {
 
 struct Configuration {
@@ -486,10 +486,10 @@ int RunParent(const std::string& argv0) {
 }
 
 }  // namespace
-}  // namespace parklot::bench
+}  // namespace parklot::internal::bench
 
 int main(int argc, char** argv) {
-  using namespace parklot::bench;
+  using namespace parklot::internal::bench;
   absl::SetProgramUsageMessage(
       "schbench-style futex wake-ups: kernel private hash sizes vs the "
       "parklot shim's syscall path.");

@@ -23,7 +23,7 @@
 #include "sync/condvar.h"
 #include "sync/mutex.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 
 // ---------------------------------------------------------------------------
@@ -156,6 +156,6 @@ struct ParklotCond {
 };
 
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_BENCH_LOCKS_H_

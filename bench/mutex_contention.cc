@@ -33,12 +33,12 @@
 namespace {
 
 // The adapters are bench/locks.h's, shared with //bench:suite.
-using parklot::bench::AbslLock;
-using parklot::bench::FutexLock;
-using parklot::bench::GlibcAdaptiveLock;
-using parklot::bench::GlibcLock;
-using parklot::bench::ParklotLock;
-using parklot::bench::StdLock;
+using parklot::internal::bench::AbslLock;
+using parklot::internal::bench::FutexLock;
+using parklot::internal::bench::GlibcAdaptiveLock;
+using parklot::internal::bench::GlibcLock;
+using parklot::internal::bench::ParklotLock;
+using parklot::internal::bench::StdLock;
 
 // `units` of dependent arithmetic the compiler cannot remove (~1 ns each).
 inline void Work(int units, uint64_t* acc) {

@@ -19,7 +19,7 @@
 #include "benchmark/benchmark.h"
 #include "hash/bucket_table.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 constexpr size_t kBuckets = 1024;
@@ -108,6 +108,6 @@ void BM_SectionLockUnlock(benchmark::State& state) {
 BENCHMARK(BM_SectionLockUnlock)->Arg(0)->Arg(1)->Arg(2)->Arg(3);
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal
 
 BENCHMARK_MAIN();

@@ -22,7 +22,7 @@
 
 extern char** environ;
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -197,4 +197,4 @@ ChildOutcome RunProgram(const ProgramSpec& spec) {
 }
 
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -13,7 +13,7 @@
 
 #include "absl/time/time.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 
 struct ChildOutcome {
@@ -67,6 +67,6 @@ ChildOutcome RunSelf(const std::string& argv0,
 ChildOutcome RunProgram(const ProgramSpec& spec);
 
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_BENCH_SUBPROCESS_H_

@@ -93,7 +93,7 @@ ABSL_FLAG(double, window_scale, 1.0,
           "for steadier figures, at 4 times the time).");
 ABSL_FLAG(bool, plots, true, "Write PNG plots with gnuplot (if installed).");
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -292,7 +292,7 @@ int Main(const char* argv0) {
 
 }  // namespace
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -304,5 +304,5 @@ int main(int argc, char** argv) {
     absl::FPrintF(stderr, "suite: unexpected argument '%s'\n", rest[1]);
     return 2;
   }
-  return parklot::bench::Main(argv[0]);
+  return parklot::internal::bench::Main(argv[0]);
 }

@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/suite_harness.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -146,4 +146,4 @@ PARKLOT_SUITE_SCENARIO(Uncontended);
 
 }  // namespace
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/suite_harness.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -195,4 +195,4 @@ PARKLOT_SUITE_SCENARIO(Contended);
 
 }  // namespace
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/suite_harness.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -237,4 +237,4 @@ PARKLOT_SUITE_SCENARIO(Fairness);
 
 }  // namespace
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -19,7 +19,7 @@ ABSL_FLAG(std::string, futex_schbench, "",
           "The futex_schbench binary (scenario 4b; skipped if absent). "
           "Default: beside this binary.");
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -310,4 +310,4 @@ PARKLOT_SUITE_SCENARIO(Wakeup);
 
 }  // namespace
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal

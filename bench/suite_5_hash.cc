@@ -21,7 +21,7 @@
 ABSL_FLAG(std::string, futex_hash, "",
           "The futex_hash binary (scenario 5). Default: beside this binary.");
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -240,4 +240,4 @@ PARKLOT_SUITE_SCENARIO(HashScaling);
 
 }  // namespace
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal

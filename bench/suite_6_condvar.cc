@@ -18,7 +18,7 @@
 #include "absl/time/clock.h"
 #include "bench/suite_harness.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -398,4 +398,4 @@ PARKLOT_SUITE_SCENARIO(Condvar);
 
 }  // namespace
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -26,7 +26,7 @@ ABSL_FLAG(absl::Duration, programs_budget, absl::ZeroDuration(),
           "Wall-time budget of scenario 7; repetitions (and, once spent, "
           "programs) stop there. 0 = 170s (quick: 35s).");
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -336,4 +336,4 @@ PARKLOT_SUITE_SCENARIO(Programs);
 
 }  // namespace
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal

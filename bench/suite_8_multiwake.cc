@@ -30,7 +30,7 @@
 #include "sync/barrier.h"
 #include "sync/shared_mutex.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -536,4 +536,4 @@ PARKLOT_SUITE_SCENARIO(MultiWake);
 
 }  // namespace
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -26,7 +26,7 @@
 #include "absl/time/clock.h"
 #include "bench/subprocess.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 namespace {
 
@@ -471,4 +471,4 @@ std::vector<Scenario*> Scenarios() {
 }
 
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal

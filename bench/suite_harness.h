@@ -23,7 +23,7 @@
 #include "bench/suite_report.h"
 #include "hash/futex.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 
 // ---------------------------------------------------------------------------
@@ -285,9 +285,9 @@ bool RegisterScenario(Scenario* s);
 std::vector<Scenario*> Scenarios();
 
 #define PARKLOT_SUITE_SCENARIO(Class) \
-  const bool kRegistered##Class = ::parklot::bench::RegisterScenario(new Class)
+  const bool kRegistered##Class = ::parklot::internal::bench::RegisterScenario(new Class)
 
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_BENCH_SUITE_HARNESS_H_

@@ -11,7 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "benchmark/benchmark.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 
 // ---------------------------------------------------------------------------
@@ -589,4 +589,4 @@ bool WriteJson(const std::string& path, const Results& results,
 }
 
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal

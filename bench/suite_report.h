@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace bench {
 
 // Nanosecond values in log-linear buckets: exact below 64, then 32 buckets
@@ -207,6 +207,6 @@ std::string PlotLines(const std::string& file,
                       bool spread = false);
 
 }  // namespace bench
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_BENCH_SUITE_REPORT_H_

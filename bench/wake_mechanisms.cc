@@ -32,7 +32,7 @@
 //              wakes its F children of a heap before it returns
 //              (candidate (a)); released leaves first, so a child is
 //              always released before its parent can wake it
-//   lot        parklot::Park on one key, one UnparkAll (whatever the linked
+//   lot        parklot::internal::Park on one key, one UnparkAll (whatever the linked
 //              lot does)
 //
 //   wake_mechanisms [--reps=5] [--pin] [--threads=8,64,1024]
@@ -67,10 +67,10 @@
 
 namespace {
 
-using parklot::CpuRelax;
-using parklot::FutexWaitPrivate;
-using parklot::FutexWakePrivate;
-using parklot::RawFutex;
+using parklot::internal::CpuRelax;
+using parklot::internal::FutexWaitPrivate;
+using parklot::internal::FutexWakePrivate;
+using parklot::internal::RawFutex;
 
 int64_t NowNs(clockid_t c = CLOCK_MONOTONIC) {
   timespec ts;
@@ -159,7 +159,7 @@ void* Waiter(Run* r, int i) {
   if (r->pin) Pin(i);
   Slot& me = r->slots[static_cast<size_t>(i)];
   const std::string& name = r->m.name;
-  const uintptr_t key = parklot::KeyOf(&r->shared);
+  const uintptr_t key = parklot::internal::KeyOf(&r->shared);
   for (uint32_t round = 0; round < static_cast<uint32_t>(r->rounds); ++round) {
     const uint32_t gen = r->shared.load(std::memory_order_acquire);
     if (name != "kernel" && name != "lot") {
@@ -172,7 +172,7 @@ void* Waiter(Run* r, int i) {
       }
     } else if (name == "lot") {
       while (r->shared.load(std::memory_order_acquire) == gen) {
-        parklot::Park(key, [r, gen] {
+        parklot::internal::Park(key, [r, gen] {
           return r->shared.load(std::memory_order_relaxed) == gen;
         });
       }
@@ -216,7 +216,7 @@ long Release(Run* r) {
   }
   if (name == "lot") {
     r->shared.fetch_add(1, std::memory_order_release);
-    parklot::UnparkAll(parklot::KeyOf(&r->shared));
+    parklot::internal::UnparkAll(parklot::internal::KeyOf(&r->shared));
     return 0;
   }
   if (name == "waitv") {

@@ -8,6 +8,12 @@ load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
 # does.
 PARKLOT_SOVERSION = "0"
 
+# The public headers: sync/NAME.h is installed as <parklot/NAME.h> (the
+# source tree's include/parklot/NAME.h forwards to it for Bazel users);
+# every other header of the workspace the public ones reach is an internal
+# one, installed under include/parklot/internal/ with its path.
+PUBLIC_HEADERS = ["barrier", "condvar", "latch", "mutex", "once", "semaphore", "shared_mutex"]
+
 def _ours(label):
     # Targets of this workspace (not Debian's system libraries, which reach
     # the link as -l flags and are declared dependencies instead).
@@ -86,7 +92,15 @@ def _tree_impl(ctx):
         if not h.is_source or not _ours(h.owner):
             continue
         path = h.short_path
-        dest = path if path.startswith("include/parklot/") else "include/parklot/" + path
+        name = path.rpartition("/")[2][:-2] if path.endswith(".h") else ""
+        if path.startswith("include/parklot/"):
+            if name in PUBLIC_HEADERS:
+                continue  # a forwarder: the sync header itself goes there
+            dest = path
+        elif path.startswith("sync/") and name in PUBLIC_HEADERS:
+            dest = "include/parklot/" + name + ".h"
+        else:
+            dest = "include/parklot/internal/" + path
         entries.append((h, dest, "0644"))
 
     manifest = ctx.actions.declare_file(ctx.label.name + ".manifest")
@@ -105,6 +119,7 @@ def _tree_impl(ctx):
             PARKLOT_SOVERSION,
             " ".join(ABSL_PUBLIC),
             " ".join(ABSL_PRIVATE),
+            " ".join(PUBLIC_HEADERS),
         ],
         inputs = [f for f, _, _ in entries] + [manifest, ctx.file.readme, ctx.file.version],
         outputs = [out],

@@ -3,16 +3,19 @@
 # dist:tree (dist/defs.bzl). tools/install unpacks it and fills in @PREFIX@.
 #
 # usage: make_tree.sh OUT.tar MANIFEST README.md VERSION-FILE SOVERSION \
-#          ABSL_PUBLIC ABSL_PRIVATE
+#          ABSL_PUBLIC ABSL_PRIVATE PUBLIC_HEADERS
 # MANIFEST: one "SRC<tab>DEST<tab>MODE" line per file. DEST include/...:
-#   our quoted includes ("sync/", "runtime/", "hash/") become
-#   "parklot/sync/", ...: the installed headers' only include path is
-#   PREFIX/include, as with Abseil's ("absl/...") and jemalloc's. DEST *.in:
+#   our quoted includes become the installed paths: "sync/NAME.h" of a
+#   public header "parklot/NAME.h", every other ("sync/", "runtime/",
+#   "hash/", "base/") "parklot/internal/sync/", ...: the installed headers'
+#   only include path is PREFIX/include, as with Abseil's ("absl/...") and
+#   jemalloc's. DEST *.in:
 #   a template, @VERSION@ and the like substituted, ".in" dropped.
 # ABSL_*: space-separated Abseil pkg-config module names (absl_time ...);
 #   the CMake targets are the same names as absl::time ...
 set -euo pipefail
 out=$1 manifest=$2 readme=$3 version_file=$4 soversion=$5 absl_public=$6 absl_private=$7
+public_headers=$8  # NAME ... (dist/defs.bzl PUBLIC_HEADERS)
 version=$(tr -d ' \n' <"$version_file")
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[a-z0-9.]+)?$ ]] || { echo "make_tree.sh: bad version '$version' in $version_file" >&2; exit 1; }
 
@@ -69,7 +72,8 @@ while IFS=$'\t' read -r src dest mode; do
   case "$dest" in *.in) dest="${dest%.in}" ;; esac
   mkdir -p "$stage/$(dirname "$dest")"
   case "$dest" in
-    include/*) sed -E 's@^(#include ")(sync|runtime|hash)/@\1parklot/\2/@' "$src" >"$stage/$dest" ;;
+    include/*) sed -E -e "s@^(#include \")sync/(${public_headers// /|})\.h\"@\1parklot/\2.h\"@" \
+                   -e 's@^(#include ")(sync|runtime|hash|base)/@\1parklot/internal/\2/@' "$src" >"$stage/$dest" ;;
     *) if [[ "$src" == *.in ]]; then substitute "$src" >"$stage/$dest"; else cp "$src" "$stage/$dest"; fi ;;
   esac
   chmod "$mode" "$stage/$dest"

@@ -9,7 +9,7 @@
 
 #include <cstddef>
 
-namespace parklot {
+namespace parklot::internal {
 
 // Maps `bytes` (rounded up to whole pages by the kernel) of zero-filled,
 // private, read-write memory: mmap(MAP_PRIVATE | MAP_ANONYMOUS). `reserve`:
@@ -29,6 +29,6 @@ inline void* MapAnonymous(size_t bytes, bool reserve) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_HASH_ANON_MMAP_H_

@@ -2,8 +2,7 @@
 
 #include <time.h>
 
-namespace parklot {
-namespace internal {
+namespace parklot::internal {
 
 __attribute__((tls_model("initial-exec"))) thread_local BucketLockCounters*
     t_lock_counters = nullptr;
@@ -43,10 +42,9 @@ void HoldSampleEnd() {
   if (held >= BucketLockCounters::kLongHoldNs) c->Bump(c->long_holds);
 }
 
-}  // namespace internal
 
 void BucketLock::LockSlow() {
-  BucketLockCounters* c = internal::t_lock_counters;
+  BucketLockCounters* c = t_lock_counters;
   if (c != nullptr) c->Bump(c->contended);
   // Bucket critical sections are a handful of pointer writes: a short spin
   // usually wins; past it the holder is likely preempted, so sleep.
@@ -69,4 +67,4 @@ void BucketLock::LockSlow() {
   if (slept && c != nullptr) c->Bump(c->slept);
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal

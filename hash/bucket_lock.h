@@ -8,7 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "hash/futex.h"
 
-namespace parklot {
+namespace parklot::internal {
 
 // Contention figures of the bucket locks one thread took (PARKLOT_STATS):
 // written only by that thread (relaxed load and store, no read-modify-write,
@@ -37,7 +37,6 @@ struct BucketLockCounters {
   }
 };
 
-namespace internal {
 // Where the calling thread's bucket-lock counters go (nullptr: nowhere).
 // Set once per thread by the registry; initial-exec, for signal handlers.
 extern __attribute__((tls_model("initial-exec"))) thread_local
@@ -45,7 +44,6 @@ extern __attribute__((tls_model("initial-exec"))) thread_local
 extern std::atomic<bool> g_hold_timing;
 void HoldSampleStart();
 void HoldSampleEnd();
-}  // namespace internal
 
 // A three-state futex lock (Drepper, "Futexes Are Tricky", mutex 2):
 // 0 unlocked, 1 locked, 2 locked with sleepers. Held only for a few queue
@@ -67,19 +65,19 @@ class ABSL_LOCKABLE BucketLock {
       LockSlow();
     }
     if (__builtin_expect(
-            internal::g_hold_timing.load(std::memory_order_relaxed), 0)) {
-      internal::HoldSampleStart();
+            g_hold_timing.load(std::memory_order_relaxed), 0)) {
+      HoldSampleStart();
     }
   }
 
   // Releases the lock. The caller must hold it.
   void Unlock() ABSL_UNLOCK_FUNCTION() {
     if (__builtin_expect(
-            internal::g_hold_timing.load(std::memory_order_relaxed), 0)) {
-      internal::HoldSampleEnd();
+            g_hold_timing.load(std::memory_order_relaxed), 0)) {
+      HoldSampleEnd();
     }
     if (word_.exchange(0, std::memory_order_release) == 2) {
-      if (BucketLockCounters* c = internal::t_lock_counters) c->Bump(c->wakes);
+      if (BucketLockCounters* c = t_lock_counters) c->Bump(c->wakes);
       FutexWakePrivate(&word_, 1);
     }
   }
@@ -87,14 +85,14 @@ class ABSL_LOCKABLE BucketLock {
   // Makes the calling thread's contention figures count into `counters`
   // (nullptr: stop counting). Async-signal-safe; per thread.
   static void CountInto(BucketLockCounters* counters) {
-    internal::t_lock_counters = counters;
+    t_lock_counters = counters;
   }
 
   // Turns on the sampling of hold times for every thread (a clock read at
   // one acquisition in kHoldSampleEvery, and at its release). Thread-safe;
   // there is no turning it off.
   static void EnableHoldTiming() {
-    internal::g_hold_timing.store(true, std::memory_order_relaxed);
+    g_hold_timing.store(true, std::memory_order_relaxed);
   }
 
  private:
@@ -103,6 +101,6 @@ class ABSL_LOCKABLE BucketLock {
   std::atomic<uint32_t> word_{0};
 };
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_HASH_BUCKET_LOCK_H_

@@ -12,7 +12,7 @@
 #include "hash/shared_tls.h"
 #include "hash/text.h"
 
-namespace parklot {
+namespace parklot::internal {
 
 void Bucket::Enqueue(Waiter* w) {
   w->next = nullptr;
@@ -123,7 +123,7 @@ namespace {
 std::atomic<size_t> g_fail_mappings_above{SIZE_MAX};
 }  // namespace
 
-void internal::FailTableMappingsAbove(size_t buckets) {
+void FailTableMappingsAbove(size_t buckets) {
   g_fail_mappings_above.store(buckets, std::memory_order_relaxed);
 }
 
@@ -225,14 +225,9 @@ size_t BucketTable::BucketIndex(uintptr_t key) const {
   return IndexOf(table_.load(std::memory_order_acquire), key);
 }
 
-using internal::SectionState;
-using internal::Sections;
-using internal::t_section;
 
-namespace internal {
 constinit __attribute__((tls_model("initial-exec"))) thread_local SectionState
     t_section;
-}  // namespace internal
 
 namespace {
 // Collision sampling of this thread (BucketTable::kCollisionWindow):
@@ -286,7 +281,7 @@ std::atomic<void (*)()> g_section_exit_hook{nullptr};
 constinit TaskSlots<SectionState, 32> g_foreign_sections;
 }  // namespace
 
-SectionState* internal::SharedTlsSections(bool claim) {
+SectionState* SharedTlsSections(bool claim) {
   const int32_t tid = ForeignTaskId();
   if (tid == 0) return &t_section;
   if (!claim) return g_foreign_sections.Find(tid);
@@ -301,12 +296,12 @@ SectionState* internal::SharedTlsSections(bool claim) {
   }
 }
 
-void internal::EnterSharedTlsSection() {
+void EnterSharedTlsSection() {
   ++SharedTlsSections(/*claim=*/true)->sections;
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
-void internal::LeaveSharedTlsSection(BucketTable* table) {
+void LeaveSharedTlsSection(BucketTable* table) {
   const int32_t tid = ForeignTaskId();
   SectionState* s = tid == 0 ? &t_section : g_foreign_sections.Find(tid);
   if (--s->sections != 0) return;
@@ -316,7 +311,7 @@ void internal::LeaveSharedTlsSection(BucketTable* table) {
   if (tid != 0) g_foreign_sections.Release(s, tid);
 }
 
-void internal::LeaveOutermostSection(SectionState* s, BucketTable* table) {
+void LeaveOutermostSection(SectionState* s, BucketTable* table) {
   if (s->hook_due) {
     s->hook_due = false;
     std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -338,7 +333,7 @@ void internal::LeaveOutermostSection(SectionState* s, BucketTable* table) {
   }
 }
 
-void internal::AdoptSectionsInForkChild(int32_t forking_tid) {
+void AdoptSectionsInForkChild(int32_t forking_tid) {
   // The forking task entered a section in LockAllForFork: a task on the
   // owner's TLS has an entry; the owner keeps t_section. The copy of the
   // owner's t_section the child got is the owner's, not the forker's.
@@ -438,7 +433,7 @@ void BucketTable::UnlockBucketPair(std::pair<Bucket*, Bucket*> pair) {
 void BucketTable::LockAllForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // The section first: on shared TLS, its entry is where this task's busy
   // count lives (until the matching unlock or reset).
-  internal::EnterSection();
+  EnterSection();
   ++Sections(/*claim=*/false)->busy;
   grow_lock_.Lock();
   Table* t = table_.load(std::memory_order_acquire);
@@ -450,7 +445,7 @@ void BucketTable::UnlockAllAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   for (size_t i = 0; i < t->size; ++i) t->buckets()[i].lock.Unlock();
   grow_lock_.Unlock();
   --Sections(/*claim=*/false)->busy;
-  internal::LeaveSection(nullptr);
+  LeaveSection(nullptr);
 }
 
 void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -464,7 +459,7 @@ void BucketTable::ResetInChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // kSharedTls ran AdoptSectionsInForkChild first): t_section is its own.
   grow_lock_.Unlock();
   --Sections(/*claim=*/false)->busy;
-  internal::LeaveSection(nullptr);
+  LeaveSection(nullptr);
 }
 
 size_t BucketTable::TargetBuckets(size_t live_threads) const {
@@ -577,7 +572,7 @@ bool BucketTable::Replace(size_t target, bool for_collisions)
     return false;
   }
   Bucket* old_buckets = old->buckets();
-  internal::EnterSection();
+  EnterSection();
   for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Lock();
   // Old buckets are visited in index order and each queue front to back, so
   // waiters of one key (all in one old bucket) keep their FIFO order.
@@ -606,7 +601,7 @@ bool BucketTable::Replace(size_t target, bool for_collisions)
     collision_growths_.fetch_add(1, std::memory_order_relaxed);
   }
   for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Unlock();
-  internal::LeaveSection(nullptr);
+  LeaveSection(nullptr);
   // Readers that loaded `old` may still lock its buckets (and find the
   // table changed): it stays mapped, freed only with the table.
   old->next_retired = retired_;
@@ -629,4 +624,4 @@ bool BucketTable::MaybeGrow(size_t live_threads) {
   return Replace(target, /*for_collisions=*/false);
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal

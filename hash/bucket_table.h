@@ -22,11 +22,10 @@
 #include "hash/bucket_lock.h"
 #include "hash/shared_tls.h"
 
-namespace parklot {
+namespace parklot::internal {
 
 class BucketTable;
 
-namespace internal {
 // A task's lock sections (BucketTable::InLockSection): how many it has
 // open, whether a signal handler asked for the section-exit hook, and the
 // table it asks to grow for collisions (nullptr: none due), from which
@@ -89,7 +88,6 @@ inline void LeaveSection(BucketTable* table) {
     LeaveOutermostSection(&t_section, table);
   }
 }
-}  // namespace internal
 
 // A queued thread, as the table sees it: its key and its queue link. The
 // runtime embeds this in its per-thread data (no heap). Both are written
@@ -231,9 +229,9 @@ class BucketTable {
         // The table object itself is never const (ReadSection only reads
         // it; a growth it ends with changes it).
         : table_(const_cast<BucketTable*>(&table)) {
-      internal::EnterSection();
+      EnterSection();
     }
-    ~ReadSection() { internal::LeaveSection(table_); }
+    ~ReadSection() { LeaveSection(table_); }
     ReadSection(const ReadSection&) = delete;
     ReadSection& operator=(const ReadSection&) = delete;
 
@@ -407,7 +405,7 @@ class BucketTable {
   // Grows a table of `from` buckets to `to` for collisions (see
   // kCollisionWindow), within the caps.
   void GrowForCollisions(size_t from, size_t to);
-  friend void internal::LeaveOutermostSection(internal::SectionState*,
+  friend void LeaveOutermostSection(SectionState*,
                                               BucketTable*);
   // Publishes a zeroed table of `target` buckets, moving every waiter to it,
   // and retires the old one. Returns false if no growth was due or the new
@@ -438,14 +436,12 @@ class BucketTable {
   alignas(64) unsigned char inline_storage_[64 * (1 + kInlineBuckets)] = {};
 };
 
-namespace internal {
 // Test-only: while set, mapping a table of more than `buckets` buckets
 // fails as if mmap had run out of memory (so 0 fails every mapping). Pass
 // SIZE_MAX to stop. Read only when a table is mapped (construction and
 // growth), never on a lock path: it costs production nothing. Thread-safe.
 void FailTableMappingsAbove(size_t buckets);
-}  // namespace internal
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_HASH_BUCKET_TABLE_H_

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace parklot {
+namespace parklot::internal {
 
 // `key` * 2^64/phi, modulo 2^64 (the multiplier is odd: no two keys share a
 // product). For hashes that combine several keys; a table index wants the
@@ -26,6 +26,6 @@ inline constexpr uint64_t FibonacciHash(uint64_t key, unsigned bits) {
   return FibonacciMix(key) >> (63 - bits) >> 1;
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_HASH_FIBONACCI_HASH_H_

@@ -14,7 +14,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace parklot {
+namespace parklot::internal {
 
 // Issues a raw system call. Returns the kernel's result: >= 0 on success,
 // -errno on failure (errno itself is not touched). Thread-safe.
@@ -60,6 +60,6 @@ inline long FutexWakePrivate(const std::atomic<uint32_t>* word, int count) {
 // Spin-wait hint for the CPU (x86 PAUSE).
 inline void CpuRelax() { __builtin_ia32_pause(); }
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_HASH_FUTEX_H_

@@ -4,32 +4,30 @@
 
 #include "hash/futex.h"
 
-namespace parklot {
+namespace parklot::internal {
 
-namespace internal {
 constinit __attribute__((tls_model("initial-exec"))) thread_local int32_t
     t_tls_owner = 0;
-}  // namespace internal
 
 int32_t CurrentTaskId() {
   return static_cast<int32_t>(RawSyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0));
 }
 
 void NoteTlsSharingTask() {
-  if (internal::t_tls_owner == 0) internal::t_tls_owner = CurrentTaskId();
+  if (t_tls_owner == 0) t_tls_owner = CurrentTaskId();
 }
 
 int32_t ForeignTaskId() {
-  const int32_t owner = internal::t_tls_owner;
+  const int32_t owner = t_tls_owner;
   if (owner == 0) return 0;
   const int32_t tid = CurrentTaskId();
   return tid != owner ? tid : 0;
 }
 
-void ResetSharedTlsInChild() { internal::t_tls_owner = 0; }
+void ResetSharedTlsInChild() { t_tls_owner = 0; }
 
-void internal::YieldForSharedTls() {
+void YieldForSharedTls() {
   RawSyscall6(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal

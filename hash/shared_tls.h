@@ -21,15 +21,13 @@
 #include <cstdint>
 #include <new>
 
-namespace parklot {
+namespace parklot::internal {
 
-namespace internal {
 // The kernel thread id of the task that owns this TLS, once
 // NoteTlsSharingTask ran on it; 0 before (the common case: nothing is
 // checked).
 extern constinit __attribute__((tls_model("initial-exec"))) thread_local int32_t
     t_tls_owner;
-}  // namespace internal
 
 // Records the calling task as the owner of its TLS, which a task it is
 // about to create will share. Call before creating it. A task that itself
@@ -39,7 +37,7 @@ void NoteTlsSharingTask();
 
 // Whether this TLS was ever shared (NoteTlsSharingTask ran on it): one
 // TLS load.
-inline bool TlsMayBeShared() { return internal::t_tls_owner != 0; }
+inline bool TlsMayBeShared() { return t_tls_owner != 0; }
 
 // The calling task's kernel thread id if it runs on TLS another task owns,
 // else 0. One gettid where TlsMayBeShared(); no system call elsewhere.
@@ -122,13 +120,11 @@ class TaskSlots {
 // forking task's own per-task state was copied where the owner keeps its.
 void ResetSharedTlsInChild();
 
-namespace internal {
 // A yield for the short waits of a task on shared TLS (a lock section's
 // entry, all taken): sched_yield, so that 200 such tasks on 2 CPUs do not
 // spin away the time slices of the ones that hold the entries.
 void YieldForSharedTls();
-}  // namespace internal
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_HASH_SHARED_TLS_H_

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace parklot {
+namespace parklot::internal {
 
 // --- Parsing, as Abseil's SimpleAtoi/SimpleAtod/SimpleAtob accept --------
 
@@ -263,6 +263,6 @@ __attribute__((format(printf, 1, 2))) inline void SayLine(const char* format, ..
   errno = saved_errno;
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_HASH_TEXT_H_

@@ -11,7 +11,7 @@
 #include "preload/shim.h"
 #include "sync/barrier.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 namespace {
 
 constexpr uint64_t kTag = 0x7261622e746f6c70ull;  // arbitrary, unlikely
@@ -31,10 +31,11 @@ BarrierLayout* View(pthread_barrier_t* b) {
 bool Ours(pthread_barrier_t* b) { return View(b)->tag == kTag; }
 
 }  // namespace
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 using namespace parklot;           // NOLINT
-using namespace parklot::preload;  // NOLINT
+using namespace parklot::internal;  // NOLINT
+using namespace parklot::internal::preload;  // NOLINT
 
 extern "C" {
 

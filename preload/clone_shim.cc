@@ -29,11 +29,11 @@ extern "C" int clone(
   pid_t* child_tid = va_arg(ap, pid_t*);
   va_end(ap);
   const bool shares_tls = (flags & (CLONE_VM | CLONE_SETTLS)) == CLONE_VM;
-  if (shares_tls && (flags & CLONE_VFORK) == 0) parklot::NoteTlsSharingTask();
+  if (shares_tls && (flags & CLONE_VFORK) == 0) parklot::internal::NoteTlsSharingTask();
   const bool vfork_child = shares_tls && (flags & CLONE_VFORK) != 0;
   const int depth = parklot_vfork_depth;
   if (vfork_child) parklot_vfork_depth = depth + 1;
-  const int rc = parklot::preload::RealGlibc().clone(
+  const int rc = parklot::internal::preload::RealGlibc().clone(
       fn, stack, flags, arg, parent_tid, tls, child_tid);
   // The creator resumes once the child has exec'd or ended.
   if (vfork_child) parklot_vfork_depth = depth;

@@ -10,7 +10,7 @@
 #include "sync/condvar.h"
 #include "sync/mutex.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 
 namespace {
@@ -236,10 +236,11 @@ void ResetStandInsInChild() {
   for (pthread_mutex_t& m : g_stand_ins) m = PTHREAD_MUTEX_INITIALIZER;
 }
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 using namespace parklot;           // NOLINT
-using namespace parklot::preload;  // NOLINT
+using namespace parklot::internal;  // NOLINT
+using namespace parklot::internal::preload;  // NOLINT
 
 extern "C" {
 

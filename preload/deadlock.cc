@@ -20,7 +20,7 @@
 #include "hash/fibonacci_hash.h"
 #include "preload/diag.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 
 namespace {
@@ -656,4 +656,4 @@ void InstallDeadlockHooks(const DiagHost* host, DiagHooks* hooks) {
   hooks->check_wait = CheckWait;
 }
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload

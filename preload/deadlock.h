@@ -43,7 +43,7 @@
 #include "runtime/config.h"
 #include "runtime/deadline.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 // How long a thread waits for a lock before it checks for a deadlock.
 inline constexpr int64_t kDeadlockCheckAfterNs = 1000000000;
@@ -131,6 +131,6 @@ bool AcquireWatched(const void* lock, LockMode mode, const void* site,
   return ok;
 }
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 #endif  // PARKLOT_PRELOAD_DEADLOCK_H_

@@ -13,7 +13,7 @@
 #include "sync/mutex.h"
 #include "sync/shared_mutex.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 struct DebugInfo {
   uint32_t magic;    // 'PKLT'
@@ -41,7 +41,7 @@ struct DebugInfo {
 };
 static_assert(sizeof(DebugInfo) == 64, "one cache line, a fixed layout");
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 namespace {
 
@@ -49,33 +49,33 @@ namespace {
 // of trivial types, laid out as a standard-layout struct would be.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
-constexpr uint32_t kKeyOffset = offsetof(parklot::ThreadData, waiter) +
-                                offsetof(parklot::Waiter, key);
-constexpr uint32_t kParkerOffset = offsetof(parklot::ThreadData, parker);
-constexpr uint32_t kSlotOffset = offsetof(parklot::ThreadData, slot);
+constexpr uint32_t kKeyOffset = offsetof(parklot::internal::ThreadData, waiter) +
+                                offsetof(parklot::internal::Waiter, key);
+constexpr uint32_t kParkerOffset = offsetof(parklot::internal::ThreadData, parker);
+constexpr uint32_t kSlotOffset = offsetof(parklot::internal::ThreadData, slot);
 constexpr uint32_t kParkedSinceOffset =
-    offsetof(parklot::ThreadData, parked_since_ns);
+    offsetof(parklot::internal::ThreadData, parked_since_ns);
 #pragma GCC diagnostic pop
 
 }  // namespace
 
 extern "C" {
 __attribute__((visibility("default"), used))
-parklot::preload::DebugInfo parklot_debug_info = {
+parklot::internal::preload::DebugInfo parklot_debug_info = {
         0x544c4b50,  // "PKLT" little-endian
         1,
         0,
-        sizeof(parklot::ThreadData),
+        sizeof(parklot::internal::ThreadData),
         kKeyOffset,
         kParkerOffset,
-        parklot::kParkerQueued,
+        parklot::internal::kParkerQueued,
         kSlotOffset,
-        parklot::MutexCore::kLocked,
+        parklot::internal::MutexCore::kLocked,
         0,  // set below, from MutexCore::OwnerWord
-        static_cast<uint32_t>(parklot::SharedMutexCore::kWriter),
-        parklot::SharedMutexCore::kOwnerShift,
+        static_cast<uint32_t>(parklot::internal::SharedMutexCore::kWriter),
+        parklot::internal::SharedMutexCore::kOwnerShift,
         static_cast<uint32_t>(__builtin_popcountll(
-            parklot::SharedMutexCore::kOwnerMask)),
+            parklot::internal::SharedMutexCore::kOwnerMask)),
         kParkedSinceOffset,
         0,
 };
@@ -91,7 +91,7 @@ __attribute__((constructor)) void NoteRecordOffset() {
   parklot_debug_info.record_tls_offset = static_cast<int64_t>(
       reinterpret_cast<uintptr_t>(&parklot::internal::t_data) - tp);
   parklot_debug_info.mutex_slot_shift = static_cast<uint32_t>(__builtin_ctz(
-      parklot::MutexCore::OwnerWord(1) & ~parklot::MutexCore::kLocked));
+      parklot::internal::MutexCore::OwnerWord(1) & ~parklot::internal::MutexCore::kLocked));
 }
 
 }  // namespace

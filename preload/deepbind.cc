@@ -53,7 +53,7 @@ extern "C" {
 __attribute__((visibility("hidden"))) unsigned char parklot_deepbind_used = 0;
 }
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 namespace {
 
 uintptr_t PageSize() { return static_cast<uintptr_t>(getpagesize()); }
@@ -469,7 +469,7 @@ void Rebind(link_map* handle, const List<Served>& served) {
 }
 
 }  // namespace
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 extern "C" {
 // glibc's functions for the stubs below, which cannot call RealGlibc(): set
@@ -481,7 +481,7 @@ __attribute__((visibility("hidden"))) void* (*parklot_glibc_dlmopen)(
     Lmid_t, const char*, int) = nullptr;
 
 __attribute__((visibility("hidden"))) void ParklotResolveDlopen() {
-  const auto& g = parklot::preload::RealGlibc();
+  const auto& g = parklot::internal::preload::RealGlibc();
   __atomic_store_n(&parklot_glibc_dlmopen, g.dlmopen, __ATOMIC_RELEASE);
   __atomic_store_n(&parklot_glibc_dlopen, g.dlopen, __ATOMIC_RELEASE);
 }
@@ -490,7 +490,7 @@ __attribute__((visibility("hidden"))) void ParklotResolveDlopen() {
 // program's return address), then the rebinding.
 __attribute__((visibility("hidden"))) void* ParklotOpenSlow(
     const char* file, int flags, const void* caller, Lmid_t lmid, bool dlmopen) {
-  using namespace parklot::preload;
+  using namespace parklot::internal::preload;
   // Under Valgrind every served name is glibc's (surface.h): a library
   // bound to glibc's functions is bound as it should be, nothing to rebind.
   const bool rebind = !SteppingAside();

@@ -6,7 +6,7 @@
 
 #include "absl/debugging/symbolize.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 namespace {
 
 // The function containing `addr` and `addr`'s offset into it. Abseil's
@@ -35,12 +35,12 @@ bool Symbolize(uintptr_t addr, char* name, size_t size, uintptr_t* offset) {
 }
 
 }  // namespace
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 extern "C" __attribute__((visibility("default"))) int parklot_diag_open(
-    uint32_t version, const parklot::preload::DiagHost* host,
-    parklot::preload::DiagHooks* hooks) {
-  using namespace parklot::preload;
+    uint32_t version, const parklot::internal::preload::DiagHost* host,
+    parklot::internal::preload::DiagHooks* hooks) {
+  using namespace parklot::internal::preload;
   if (version != kDiagVersion) return -1;
   // The executable's own symbols (argv[0] may be relative to another
   // directory, or gone).

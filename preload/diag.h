@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 // How a lock is held or wanted (the deadlock detector's modes).
 enum class LockMode : uint8_t {
@@ -78,12 +78,12 @@ struct DiagHooks {
 // Inside the object: deadlock.cc's part of DiagHooks.
 void InstallDeadlockHooks(const DiagHost* host, DiagHooks* hooks);
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 // Fills `*hooks` and keeps `*host` (both outlive the call) if `version` is
 // the object's kDiagVersion; returns 0, else -1 and fills nothing.
 extern "C" int parklot_diag_open(uint32_t version,
-                                 const parklot::preload::DiagHost* host,
-                                 parklot::preload::DiagHooks* hooks);
+                                 const parklot::internal::preload::DiagHost* host,
+                                 parklot::internal::preload::DiagHooks* hooks);
 
 #endif  // PARKLOT_PRELOAD_DIAG_H_

@@ -23,7 +23,7 @@
 #include "runtime/fork.h"
 #include "runtime/thread_data.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 DiagHooks g_diag;
 
@@ -142,4 +142,4 @@ Deadline DeadlockSlice(const Deadline& user, bool* is_user) {
   return check;
 }
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload

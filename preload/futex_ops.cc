@@ -106,7 +106,7 @@ parklot_user_fault:
 )");
 static_assert(EFAULT == 14, "parklot_user_fault returns -EFAULT");
 
-namespace parklot::futex {
+namespace parklot::internal::futex {
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -989,4 +989,4 @@ void FormatCounts(TextBuffer* out) {
            c.forwarded, c.forwarded_woken);
 }
 
-}  // namespace parklot::futex
+}  // namespace parklot::internal::futex

@@ -136,7 +136,7 @@
 
 #include "hash/text.h"
 
-namespace parklot::futex {
+namespace parklot::internal::futex {
 
 // futex(2) with syscall()'s six argument registers: serves the calls above
 // from the parking lot and passes the rest to the kernel. Returns >= 0 or
@@ -221,6 +221,6 @@ const char* Futex2Name(int index);
 // Appended to `out` (nothing unless counting is on); no allocation.
 void FormatCounts(TextBuffer* out);
 
-}  // namespace parklot::futex
+}  // namespace parklot::internal::futex
 
 #endif  // PARKLOT_PRELOAD_FUTEX_OPS_H_

@@ -5,7 +5,7 @@
 //
 // glibc's syscall(number, ...) passes six argument registers whatever the
 // number; so does this one, read as longs. Every call not served goes to
-// the kernel with those registers untouched (parklot::RawSyscall6), and the
+// the kernel with those registers untouched (parklot::internal::RawSyscall6), and the
 // result takes syscall()'s convention: -1 with errno for -4095..-1.
 //
 // While futexes are served, the program's SIGSEGV and SIGBUS actions live
@@ -21,7 +21,7 @@
 #include "preload/shim.h"
 #include "runtime/config.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 namespace {
 
 // Set once by the constructor; read on every call (the only cost this
@@ -42,7 +42,7 @@ __attribute__((constructor)) void InitFutexShim() {
 }
 
 }  // namespace
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 extern "C" long syscall(long number, ...) {
   va_list ap;
@@ -55,13 +55,13 @@ extern "C" long syscall(long number, ...) {
   const long a6 = va_arg(ap, long);
   va_end(ap);
   long r;
-  if (number == SYS_futex && parklot::preload::g_serve_futex) {
-    r = parklot::futex::Futex(a1, a2, a3, a4, a5, a6);
-  } else if (parklot::preload::g_serve_futex && parklot::futex::IsFutex2(number)) {
+  if (number == SYS_futex && parklot::internal::preload::g_serve_futex) {
+    r = parklot::internal::futex::Futex(a1, a2, a3, a4, a5, a6);
+  } else if (parklot::internal::preload::g_serve_futex && parklot::internal::futex::IsFutex2(number)) {
     // futex_wake, futex_wait, futex_requeue, futex_waitv: the same words.
-    r = parklot::futex::Futex2(number, a1, a2, a3, a4, a5, a6);
+    r = parklot::internal::futex::Futex2(number, a1, a2, a3, a4, a5, a6);
   } else {
-    r = parklot::RawSyscall6(number, a1, a2, a3, a4, a5, a6);
+    r = parklot::internal::RawSyscall6(number, a1, a2, a3, a4, a5, a6);
   }
   if (static_cast<unsigned long>(r) > -4096UL) {
     errno = static_cast<int>(-r);

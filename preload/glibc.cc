@@ -6,7 +6,7 @@
 #include "hash/text.h"
 #include "preload/shim.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 namespace {
 
 Glibc g_glibc;
@@ -117,9 +117,9 @@ pid_t CurrentTid() {
   return offset >= 0 ? TidAt(offset) : gettid();
 }
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
-using parklot::preload::RealGlibc;
+using parklot::internal::preload::RealGlibc;
 
 extern "C" {
 int __pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* a) {

@@ -14,7 +14,7 @@
 #include "runtime/fork.h"
 #include "runtime/stats.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 void EnableLockStats();
 void PrintStatsReport();
@@ -89,7 +89,7 @@ __attribute__((constructor)) void Init() {
 }
 
 }  // namespace
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 extern "C" {
 // With PARKLOT_STATS or PARKLOT_PROFILE, a process that ends with _exit
@@ -100,7 +100,7 @@ extern "C" {
 // on another's TLS, reports nothing: the figures in memory are its
 // parent's, which reports them itself (docs/design.md §5.16).
 void _exit(int status) {
-  namespace preload = parklot::preload;
+  namespace preload = parklot::internal::preload;
   const bool own_figures = preload::TaskOwnsThreadState();
   if (own_figures && preload::StatsOn() &&
       preload::ReportsAtUnderscoreExit(preload::Sink::kStats)) {
@@ -110,7 +110,7 @@ void _exit(int status) {
       preload::ReportsAtUnderscoreExit(preload::Sink::kProfile)) {
     preload::WriteProfiles();
   }
-  parklot::RawSyscall6(SYS_exit_group, status, 0, 0, 0, 0, 0);
+  parklot::internal::RawSyscall6(SYS_exit_group, status, 0, 0, 0, 0, 0);
   __builtin_unreachable();
 }
 
@@ -125,8 +125,8 @@ __attribute__((visibility("default"))) int parklot_preload_active() {
 // `buf`; returns the full length (as snprintf does).
 __attribute__((visibility("default"))) size_t parklot_preload_describe(
     char* buf, size_t size) {
-  parklot::TextBuffer text(buf, size);
-  parklot::DescribeLot(&text);
+  parklot::internal::TextBuffer text(buf, size);
+  parklot::internal::DescribeLot(&text);
   return text.wanted();
 }
 }

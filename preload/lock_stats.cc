@@ -26,7 +26,7 @@
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 
 namespace {
@@ -278,4 +278,4 @@ void PrintStatsReport() {
   WriteReport(Sink::kStats, out.view());
 }
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload

@@ -47,7 +47,7 @@
 #define PARKLOT_NOSAN __attribute__((no_sanitize("address", "undefined")))
 
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 namespace {
 
 // An object's dynamic symbol table, as the loader mapped it.
@@ -300,17 +300,17 @@ PARKLOT_NOSAN void* Lookup(void* handle, const char* name, const char* version,
 }
 
 }  // namespace
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 extern "C" {
 __attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotDlsymSlow(
     void* handle, const char* name, const void* caller) {
-  return parklot::preload::Lookup(handle, name, nullptr, caller, false);
+  return parklot::internal::preload::Lookup(handle, name, nullptr, caller, false);
 }
 
 __attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotDlvsymSlow(
     void* handle, const char* name, const char* version, const void* caller) {
-  return parklot::preload::Lookup(handle, name, version, caller, true);
+  return parklot::internal::preload::Lookup(handle, name, version, caller, true);
 }
 
 // Where the stub jumps: glibc's function (the caller's frame intact), or
@@ -318,7 +318,7 @@ __attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotDlvsymSlow(
 __attribute__((visibility("hidden"))) PARKLOT_NOSAN const void*
 ParklotLookupRoute(void* handle, const char* name, const char* version,
                    const void* caller, int versioned) {
-  using namespace parklot::preload;
+  using namespace parklot::internal::preload;
   Objects local;
   const Objects& o = GetObjects(&local);
   const void* glibc = versioned != 0 ? o.glibc_dlvsym : o.glibc_dlsym;

@@ -8,7 +8,7 @@
 #include "preload/symbol_versions.h"
 #include "sync/mutex.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 namespace {
 
 // Normal and adaptive mutexes: no owner checks, the common case.
@@ -194,10 +194,11 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
   return 0;
 }
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 using namespace parklot;           // NOLINT
-using namespace parklot::preload;  // NOLINT
+using namespace parklot::internal;  // NOLINT
+using namespace parklot::internal::preload;  // NOLINT
 
 extern "C" {
 

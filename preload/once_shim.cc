@@ -18,15 +18,15 @@ static_assert(sizeof(parklot::Once) == sizeof(once_flag), "and once_flag");
 extern "C" {
 
 int pthread_once(pthread_once_t* control, void (*init)(void)) {
-  using parklot::preload::Op;
-  if (parklot::preload::StatsOn()) parklot::preload::CountOp(Op::kOnce);
+  using parklot::internal::preload::Op;
+  if (parklot::internal::preload::StatsOn()) parklot::internal::preload::CountOp(Op::kOnce);
   reinterpret_cast<parklot::Once*>(control)->Call(init);
   return 0;
 }
 
 void call_once(once_flag* flag, void (*init)(void)) {
-  using parklot::preload::Op;
-  if (parklot::preload::StatsOn()) parklot::preload::CountOp(Op::kOnce);
+  using parklot::internal::preload::Op;
+  if (parklot::internal::preload::StatsOn()) parklot::internal::preload::CountOp(Op::kOnce);
   reinterpret_cast<parklot::Once*>(flag)->Call(init);
 }
 

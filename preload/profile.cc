@@ -27,7 +27,7 @@
 #include "preload/report.h"
 #include "runtime/deadline.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 std::atomic<uint32_t> g_profile_waits{0};
 
@@ -530,4 +530,4 @@ void ProfileResetInChild() {
   c.release_walks.store(0);
 }
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload

@@ -44,7 +44,7 @@
 #include "preload/shim.h"
 #include "runtime/config.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 // Maps the tables and sets kHookProfile; from the shim's constructor,
 // before any thread, when config.profile_path is set. If the tables
@@ -105,6 +105,6 @@ class ProfileWait {
   int32_t stack_ = -1;  // the waiter's stack in the stack table; -1: none
 };
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 #endif  // PARKLOT_PRELOAD_PROFILE_H_

@@ -9,7 +9,7 @@
 #include "preload/task_model.h"
 #include "runtime/parking_lot.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 // Runs the program's handler `handler` (a function, not SIG_DFL or
 // SIG_IGN) for signal `sig` with the kernel's `info` and `context`, inside
@@ -92,6 +92,6 @@ __attribute__((no_sanitize_address)) inline void RunProgramHandler(
   if (was_async) internal::_pthread_cleanup_pop(&restore, /*execute=*/1);
 }
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 #endif  // PARKLOT_PRELOAD_PROGRAM_HANDLER_H_

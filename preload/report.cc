@@ -17,7 +17,7 @@
 #include "hash/text.h"
 #include "preload/deadlock.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 namespace {
 
 struct SinkState {
@@ -337,4 +337,4 @@ void DescribeCallSite(const void* pc, char* buf, size_t size) {
   }
 }
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload

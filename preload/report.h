@@ -12,7 +12,7 @@
 
 #include "runtime/config.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 enum class Sink { kStats, kReport, kProfile };
 
@@ -103,6 +103,6 @@ const char* ExecutablePath();
 // thread.
 void DescribeCallSite(const void* pc, char* buf, size_t size);
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 #endif  // PARKLOT_PRELOAD_REPORT_H_

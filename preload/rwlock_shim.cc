@@ -14,7 +14,7 @@
 #include "preload/shim.h"
 #include "sync/shared_mutex.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 namespace {
 
 using Core = SharedMutexCore;
@@ -138,10 +138,11 @@ int TimedWrLock(pthread_rwlock_t* rw, clockid_t clock,
 }
 
 }  // namespace
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 using namespace parklot;           // NOLINT
-using namespace parklot::preload;  // NOLINT
+using namespace parklot::internal;  // NOLINT
+using namespace parklot::internal::preload;  // NOLINT
 
 extern "C" {
 

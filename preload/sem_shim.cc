@@ -17,7 +17,7 @@
 #include "runtime/parking_lot.h"
 #include "sync/semaphore.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 namespace {
 
 constexpr uint64_t kTag = 0x6d65732e746f6c70ull;  // arbitrary, unlikely
@@ -58,10 +58,11 @@ int Wait(sem_t* s, const Deadline& deadline) {
 }
 
 }  // namespace
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 using namespace parklot;           // NOLINT
-using namespace parklot::preload;  // NOLINT
+using namespace parklot::internal;  // NOLINT
+using namespace parklot::internal::preload;  // NOLINT
 
 extern "C" {
 

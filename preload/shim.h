@@ -48,7 +48,7 @@
 #include "preload/surface.h"
 #include "runtime/deadline.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 // glibc's kind bits (nptl/pthreadP.h).
 inline constexpr int kKindMask = 3;  // normal, recursive, errorcheck, adaptive
@@ -236,7 +236,7 @@ enum class Op {
 };
 void CountOp(Op op);
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 extern "C" {
 // glibc's own mutex functions, through RealGlibc(). The shim defines these

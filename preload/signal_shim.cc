@@ -32,7 +32,7 @@
 #include "preload/task_model.h"
 #include "runtime/parking_lot.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 namespace {
 
 // The program's handler per signal, with its SA_SIGINFO choice in the top
@@ -172,12 +172,12 @@ sighandler_t InstallSimple(int sig, sighandler_t handler, int flags,
 }
 
 }  // namespace
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
-using parklot::preload::g_interrupting;
-using parklot::preload::InstallSimple;
-using parklot::preload::Interrupting;
-using parklot::preload::Sigaction;
+using parklot::internal::preload::g_interrupting;
+using parklot::internal::preload::InstallSimple;
+using parklot::internal::preload::Interrupting;
+using parklot::internal::preload::Sigaction;
 
 extern "C" {
 

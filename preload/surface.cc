@@ -13,12 +13,12 @@
 #include "preload/shim.h"
 #include "preload/symbol_versions.h"
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 // The lock paths' hooks (shim.h); the step-aside bit is set below.
 uint8_t g_lock_hooks = 0;
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 // The step-aside decision, at load. A call can come before the shim's
 // constructor: the libraries it needs (libstdc++, Abseil) run their own
@@ -43,7 +43,7 @@ static void StepAsideDecided() {}
 __attribute__((no_sanitize("address", "undefined"), no_stack_protector)) static void*
 DecideStepAside() {
   if (RUNNING_ON_VALGRIND != 0) {
-    parklot::preload::g_lock_hooks |= parklot::preload::kHookStepAside;
+    parklot::internal::preload::g_lock_hooks |= parklot::internal::preload::kHookStepAside;
   }
   return reinterpret_cast<void*>(&StepAsideDecided);
 }
@@ -59,7 +59,7 @@ __attribute__((used)) static void (*const g_decide)() = &StepAsideAtLoad;
 // glibc's does).
 #define PARKLOT_FORWARDER(ret, name, params, args, version, needed) \
   __attribute__((visibility("hidden"))) ret parklot_aside_##name params { \
-    return parklot::preload::RealGlibc().name args;                 \
+    return parklot::internal::preload::RealGlibc().name args;                 \
   }
 #define PARKLOT_FORWARDER_V(ret, name, params, fparams, fargs, version, \
                             needed)                                    \

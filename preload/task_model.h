@@ -20,7 +20,7 @@ extern constinit __attribute__((tls_model("initial-exec"))) thread_local int
     parklot_vfork_depth;
 }
 
-namespace parklot::preload {
+namespace parklot::internal::preload {
 
 // Whether the calling task is a vfork child running on its parent's
 // memory and TLS (the parent is suspended until it execs or ends). One TLS
@@ -36,6 +36,6 @@ inline bool TaskOwnsThreadState() {
   return !InVforkChild() && !OnForeignTls();
 }
 
-}  // namespace parklot::preload
+}  // namespace parklot::internal::preload
 
 #endif  // PARKLOT_PRELOAD_TASK_MODEL_H_

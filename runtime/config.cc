@@ -11,7 +11,7 @@
 
 #include "hash/text.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 // Reports one rejected knob on one line of stderr: its name, the value
@@ -357,4 +357,4 @@ void DescribeConfig(const Config& c, TextBuffer* out) {
   if (c.profile_path != nullptr) out->Add(" profile_rate=%d", c.profile_rate);
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -53,7 +53,7 @@
 #include "hash/bucket_table.h"
 #include "hash/text.h"
 
-namespace parklot {
+namespace parklot::internal {
 
 // Upper bounds of the knobs (inclusive). Bucket counts are bounded by
 // kMaxTableBuckets (hash/bucket_table.h).
@@ -137,6 +137,6 @@ inline std::string DescribeConfig(const Config& config) {
   return std::string(out.view());
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_RUNTIME_CONFIG_H_

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <cstddef>
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 constexpr size_t kSteps = static_cast<size_t>(ForkStep::kCount);
@@ -53,4 +53,4 @@ void RegisterForkStep(ForkStep step, const ForkHandlers* handlers) {
   g_steps[static_cast<size_t>(step)].store(handlers, std::memory_order_release);
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal

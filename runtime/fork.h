@@ -15,7 +15,7 @@
 #ifndef PARKLOT_RUNTIME_FORK_H_
 #define PARKLOT_RUNTIME_FORK_H_
 
-namespace parklot {
+namespace parklot::internal {
 
 // The steps, in prepare order.
 enum class ForkStep {
@@ -67,6 +67,6 @@ struct ForkHandlers {
 // allocates nothing.
 void RegisterForkStep(ForkStep step, const ForkHandlers* handlers);
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_RUNTIME_FORK_H_

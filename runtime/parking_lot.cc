@@ -10,7 +10,7 @@
 #include "runtime/config.h"
 #include "runtime/thread_data.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 ThreadData* DataOf(Waiter* w) {
@@ -109,7 +109,7 @@ Waiter* TakeWaiters(Bucket* b, uintptr_t key, bool claim, Take take,
     if (__builtin_expect(td->slot == kNoSlot, 0)) {
       // A guest record (only guest records are unregistered).
       wakes->NoteGuest();
-      if (internal::GuestTaskDied(td)) {
+      if (GuestTaskDied(td)) {
         // Its task was killed while it waited: the kernel drops a dead
         // task from its futex queues, and so does this. The record, off
         // every queue now, waits for a claimer to reclaim it
@@ -424,7 +424,7 @@ void UnparkEveryone() {
 // work instead of deferring; those that interrupt the UnparkUpTo below,
 // inside its section, defer again and this hook runs again, nested.
 void RunDeferredUnparks() {
-  ThreadData* td = &internal::t_data;
+  ThreadData* td = &t_data;
   for (DeferredUnpark& d : td->deferred) {
     const uintptr_t key = d.key.load(std::memory_order_relaxed);
     if (key == 0) continue;
@@ -469,7 +469,7 @@ void DeferUnpark(ThreadData* td, uintptr_t key, size_t count,
 
 }  // namespace
 
-bool internal::EvictQueuedOwnRecord(ThreadData* td) {
+bool EvictQueuedOwnRecord(ThreadData* td) {
   BucketTable& table = GlobalTable();
   if (LeaveQueue(td, table, [](uintptr_t, bool) {}) == Leave::kUnparkedFirst) {
     return false;
@@ -478,7 +478,7 @@ bool internal::EvictQueuedOwnRecord(ThreadData* td) {
   return true;
 }
 
-void internal::InstallDeferredUnparkRunner() {
+void InstallDeferredUnparkRunner() {
   BucketTable::SetSectionExitHook(&RunDeferredUnparks);
 }
 
@@ -496,7 +496,7 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
   // wait of the code a signal handler interrupted (which this Park, run
   // from that handler, turns into a spurious wake-up). The token that code
   // will read is restored on the way out (RestoreToken).
-  internal::EvictOwnRecord(td);
+  EvictOwnRecord(td);
   struct RestoreToken {
     ThreadData* td;
     UnparkToken token;
@@ -559,9 +559,9 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
 // its bucket's lock, where the claim is made too, so that no unparker
 // hands the record anything meanwhile. nullptr if none.
 ThreadData* ReclaimDeadGuest(int32_t tid) {
-  internal::GuestSlots& guests = internal::GuestRecords();
+  GuestSlots& guests = GuestRecords();
   BucketTable& table = GlobalTable();
-  for (size_t i = 0; i < internal::kGuestRecords; ++i) {
+  for (size_t i = 0; i < kGuestRecords; ++i) {
     std::atomic<int32_t>& word = guests.KeyAt(i);
     if ((word.load(std::memory_order_relaxed) & FUTEX_OWNER_DIED) == 0) {
       continue;
@@ -596,10 +596,10 @@ ThreadData* ReclaimDeadGuest(int32_t tid) {
 // siglongjmp), a free one, or one a dead task left; then watched for the
 // task's death. nullptr when all are held by live tasks.
 ThreadData* AcquireGuestData(int32_t tid) {
-  internal::GuestSlots& guests = internal::GuestRecords();
+  GuestSlots& guests = GuestRecords();
   ThreadData* td = guests.FindOrClaim(tid);
   if (td == nullptr) td = ReclaimDeadGuest(tid);
-  if (td != nullptr) internal::WatchGuestLife(guests.IndexOf(td));
+  if (td != nullptr) WatchGuestLife(guests.IndexOf(td));
   return td;
 }
 
@@ -655,7 +655,7 @@ ParkResult ParkForeign(int32_t tid, uintptr_t key,
                        absl::FunctionRef<void(uintptr_t, bool)> left_queue,
                        ParkToken park_token, Deadline deadline) {
   GlobalTable();
-  const bool interruptible = internal::t_data.interruptible != 0;
+  const bool interruptible = t_data.interruptible != 0;
   ThreadData* guest = AcquireGuestData(tid);
   if (guest == nullptr) {
     return ParkWithoutRecord(key, validate, before_sleep, left_queue,
@@ -666,7 +666,7 @@ ParkResult ParkForeign(int32_t tid, uintptr_t key,
   guest->interruptible = interruptible ? 1 : 0;
   const ParkResult r = ParkOn(guest, key, validate, before_sleep, left_queue,
                               park_token, deadline);
-  internal::ReleaseGuestData(guest, tid);
+  ReleaseGuestData(guest, tid);
   return r;
 }
 
@@ -726,9 +726,9 @@ size_t UnparkAll(uintptr_t key, UnparkToken token) {
 }
 
 size_t UnparkUpTo(uintptr_t key, size_t count, ParkToken token_mask) {
-  if (count == 0 || !internal::LotInitialized()) return 0;
+  if (count == 0 || !LotInitialized()) return 0;
   if (BucketTable::InLockSection()) {
-    DeferUnpark(&internal::t_data, key, count, token_mask);
+    DeferUnpark(&t_data, key, count, token_mask);
     return 0;
   }
   // Never registers (not async-signal-safe): an unregistered thread pins
@@ -888,10 +888,10 @@ namespace {
 ThreadData* HandlerTaskRecord() {
   if (__builtin_expect(TlsMayBeShared(), 0)) {
     if (const int32_t tid = ForeignTaskId(); tid != 0) {
-      return internal::FindGuestData(tid);
+      return FindGuestData(tid);
     }
   }
-  return internal::t_registered ? &internal::t_data : nullptr;
+  return t_registered ? &t_data : nullptr;
 }
 }  // namespace
 
@@ -939,4 +939,4 @@ void LeaveSignalHandler(const SignalHandlerScope& scope) {
   }
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -49,7 +49,7 @@
 #include "absl/functional/function_ref.h"
 #include "runtime/deadline.h"
 
-namespace parklot {
+namespace parklot::internal {
 
 // Opaque values passed from a parker to an unparker's filter (ParkToken) and
 // from an unparker to the woken thread (UnparkToken).
@@ -297,11 +297,11 @@ void LeaveSignalHandler(const SignalHandlerScope& scope);
 // Tasks that share a thread's TLS (hash/shared_tls.h): on a TLS where
 // NoteTlsSharingTask ran, Park asks which task is parking, and a task
 // other than the TLS's owner parks on a guest record of its own
-// (internal::AcquireGuestData), so two tasks never share one queue record.
+// (AcquireGuestData), so two tasks never share one queue record.
 
 // Helpers for keys: the address of the waited-on object.
 inline uintptr_t KeyOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_RUNTIME_PARKING_LOT_H_

@@ -4,7 +4,7 @@
 #include "runtime/config.h"
 #include "runtime/thread_data.h"
 
-namespace parklot {
+namespace parklot::internal {
 
 int SpinBudgetFor(uint32_t owner_slot, int32_t ema) {
   const Config& c = GetConfig();
@@ -61,4 +61,4 @@ void SpinWait::Won() {
   }
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal

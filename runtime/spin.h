@@ -14,7 +14,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace parklot {
+namespace parklot::internal {
 
 // Upper bound on adaptive spin rounds (each round doubles its PAUSEs up to
 // a cap, ~2-4 us in total on current x86 parts).
@@ -118,6 +118,6 @@ class SpinWait {
   int budget_ = -1;  // -1: not asked yet
 };
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_RUNTIME_SPIN_H_

@@ -1,7 +1,7 @@
 #include "runtime/stats.h"
 
 
-namespace parklot {
+namespace parklot::internal {
 
 void FormatStats(const Stats& s, TextBuffer* out) {
   out->Add(
@@ -34,4 +34,4 @@ void FormatStats(const Stats& s, TextBuffer* out) {
                                  static_cast<double>(s.sampled_locks));
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal

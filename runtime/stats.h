@@ -10,7 +10,7 @@
 
 #include "hash/text.h"
 
-namespace parklot {
+namespace parklot::internal {
 
 struct Stats {
   uint64_t parks = 0;
@@ -84,6 +84,6 @@ inline std::string DescribeLot() {
   return std::string(out.view());
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_RUNTIME_STATS_H_

@@ -19,17 +19,13 @@
 #include "runtime/fork.h"
 #include "runtime/stats.h"
 
-namespace parklot {
-namespace internal {
+namespace parklot::internal {
 // Initial-exec TLS: the preload shim is loaded at start-up, so this lands
 // in the static TLS block; no __tls_get_addr, no allocation on first touch.
 constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadData t_data;
 constinit __attribute__((tls_model("initial-exec"))) thread_local bool t_registered;
 constinit std::atomic<void (*)(ThreadData*)> g_wake_duty_hook{nullptr};
-}  // namespace internal
 namespace {
-using internal::t_data;
-using internal::t_registered;
 
 // Live threads at once; also the size of the state table, which slot ids
 // index modulo its size (ids that share an entry only blur the spinning
@@ -159,7 +155,7 @@ void InitOnce() {
     if (table.cpus == 0) table.cpus = g_online_cpus;
     new (g_table_storage) BucketTable(table);
     if (GetConfig().stats) BucketLock::EnableHoldTiming();
-    internal::InstallDeferredUnparkRunner();
+    InstallDeferredUnparkRunner();
     g_init.store(2, std::memory_order_release);
     return;
   }
@@ -195,7 +191,7 @@ void OnThreadExit(void*) {
   if (td->exited) return;
   // A wait left by siglongjmp may still have this thread queued; its TLS
   // is about to be freed.
-  internal::EvictOwnRecord(td);
+  EvictOwnRecord(td);
   r.lock.Lock();
   AddCounters(&r.retired, td->counters);
   ByIndex(td->index).store(nullptr, std::memory_order_relaxed);
@@ -207,10 +203,10 @@ void OnThreadExit(void*) {
   new (&td->counters) ThreadCounters();
 }
 
-// Guest records (internal::GuestRecords).
-constinit internal::GuestSlots g_guests;
+// Guest records (GuestRecords).
+constinit GuestSlots g_guests;
 
-// Each guest record's robust list (internal::WatchGuestLife): a head whose
+// Each guest record's robust list (WatchGuestLife): a head whose
 // one entry names the record's key word, which holds the tid of the task
 // that claimed the record. Filled at load time and never changed: a task
 // whose list still names a record that another task claimed since dies
@@ -220,10 +216,10 @@ struct GuestLife {
   struct robust_list_head head;
   struct robust_list entry;
 };
-GuestLife g_guest_life[internal::kGuestRecords];
+GuestLife g_guest_life[kGuestRecords];
 
 void InitGuestLives() {
-  for (size_t i = 0; i < internal::kGuestRecords; ++i) {
+  for (size_t i = 0; i < kGuestRecords; ++i) {
     GuestLife& l = g_guest_life[i];
     l.head.list.next = &l.entry;
     l.entry.next = &l.head.list;
@@ -247,7 +243,7 @@ bool SharedTlsForkPrepare() {
 // The child's first step: its one thread owns the TLS from here on, with
 // the forking task's own state (docs/design.md section 3.11).
 void SharedTlsForkChild() {
-  internal::AdoptSectionsInForkChild(g_forking_tid);
+  AdoptSectionsInForkChild(g_forking_tid);
   // A task that forked from a signal handler while it was parked on its
   // guest record comes back to a sleep on it: released, as ForkChild
   // releases t_data (the queues are emptied), never to be woken otherwise.
@@ -331,20 +327,20 @@ __attribute__((constructor)) void AtLoad() {
 
 }  // namespace
 
-internal::GuestSlots& internal::GuestRecords() { return g_guests; }
+GuestSlots& GuestRecords() { return g_guests; }
 
-void internal::ReleaseGuestData(ThreadData* td, int32_t tid) {
+void ReleaseGuestData(ThreadData* td, int32_t tid) {
   g_guests.Release(td, tid);
 }
 
-bool internal::GuestTaskDied(const ThreadData* td) {
+bool GuestTaskDied(const ThreadData* td) {
   const size_t i = g_guests.IndexOf(td);
   return i < kGuestRecords &&
          (g_guests.KeyAt(i).load(std::memory_order_acquire) &
           FUTEX_OWNER_DIED) != 0;
 }
 
-void internal::WatchGuestLife(size_t index) {
+void WatchGuestLife(size_t index) {
   struct robust_list_head* const mine = &g_guest_life[index].head;
   long head = 0;
   size_t len = 0;
@@ -364,9 +360,9 @@ void internal::WatchGuestLife(size_t index) {
               sizeof(*mine), 0, 0, 0, 0);
 }
 
-ThreadData* internal::FindGuestData(int32_t tid) { return g_guests.Find(tid); }
+ThreadData* FindGuestData(int32_t tid) { return g_guests.Find(tid); }
 
-bool internal::LotInitialized() {
+bool LotInitialized() {
   return g_init.load(std::memory_order_acquire) == 2;
 }
 
@@ -375,7 +371,7 @@ BucketTable& GlobalTable() {
   return *reinterpret_cast<BucketTable*>(g_table_storage);
 }
 
-ThreadData* internal::RegisterCurrentThread() {
+ThreadData* RegisterCurrentThread() {
   BucketTable& table = GlobalTable();
   Registry& r = Reg();
   ThreadData* td = &t_data;
@@ -495,7 +491,7 @@ void WakeParker(ThreadData* td) { FutexWakePrivate(&td->parker, 1); }
 void RunWakeDutySlow(ThreadData* td) {
   const uint32_t n = td->wake_duty_count.load(std::memory_order_acquire);
   if (n == 0) return;
-  if (auto* hook = internal::g_wake_duty_hook.load(std::memory_order_relaxed)) {
+  if (auto* hook = g_wake_duty_hook.load(std::memory_order_relaxed)) {
     hook(td);
   }
   for (uint32_t i = 0; i < n && i < kWakeFanout; ++i) {
@@ -598,4 +594,4 @@ Stats GetStats() {
   return s;
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -14,7 +14,7 @@
 #include "hash/bucket_table.h"
 #include "runtime/deadline.h"
 
-namespace parklot {
+namespace parklot::internal {
 
 // What a registered thread is doing, as lock waiters see it: parked in the
 // lot (inside Park, queued, from just before its sleep until it wakes), or
@@ -130,7 +130,6 @@ struct ThreadData {
   ThreadCounters counters;
 };
 
-namespace internal {
 extern constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadData
     t_data;
 extern constinit __attribute__((tls_model("initial-exec"))) thread_local bool
@@ -180,7 +179,6 @@ void WatchGuestLife(size_t index);
 // written, before it wakes anyone (a slow, forking or vanishing helper).
 // nullptr (the default) in every program.
 extern std::atomic<void (*)(ThreadData*)> g_wake_duty_hook;
-}  // namespace internal
 
 // The calling thread's data, registered on first call (counts the thread as
 // live, gives it a slot, may grow the table). Must not be called inside a
@@ -191,14 +189,14 @@ extern std::atomic<void (*)(ThreadData*)> g_wake_duty_hook;
 // (GlobalTable). The lot's own storage (ThreadData, the registry) is static
 // TLS and .bss.
 inline ThreadData* CurrentThreadData() {
-  if (__builtin_expect(internal::t_registered, 1)) return &internal::t_data;
-  return internal::RegisterCurrentThread();
+  if (__builtin_expect(t_registered, 1)) return &t_data;
+  return RegisterCurrentThread();
 }
 
 // The calling thread's data if it has registered, else nullptr. Never
 // registers.
 inline ThreadData* CurrentThreadDataIfAny() {
-  return internal::t_registered ? &internal::t_data : nullptr;
+  return t_registered ? &t_data : nullptr;
 }
 
 // The calling thread's slot id (registers it on first call). Cheap: one
@@ -243,7 +241,7 @@ inline void RunWakeDuty(ThreadData* td) {
   }
 }
 
-inline bool internal::EvictOwnRecord(ThreadData* td) {
+inline bool EvictOwnRecord(ThreadData* td) {
   if (td->parker.load(std::memory_order_acquire) == 0) {
     // A wake duty still due here means the wait it came with was left
     // without the lot's help (siglongjmp from a handler the shim did not
@@ -289,6 +287,6 @@ uint32_t HighestIndex();
 // (BucketTable).
 BucketTable& GlobalTable();
 
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_RUNTIME_THREAD_DATA_H_

@@ -6,6 +6,12 @@
 #include "runtime/parking_lot.h"
 
 namespace parklot {
+
+using internal::FutexWaitPrivate;
+using internal::FutexWakePrivate;
+using internal::KeyOf;
+using internal::Park;
+using internal::UnparkAll;
 namespace {
 // The generation half of the barrier word (x86-64 is little-endian: the
 // high 32 bits), as a futex address. Only the kernel reads through it.

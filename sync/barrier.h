@@ -9,6 +9,9 @@
 #ifndef PARKLOT_SYNC_BARRIER_H_
 #define PARKLOT_SYNC_BARRIER_H_
 
+#include "sync/requires_cxx20.h"  // first: one #error before C++20
+#if PARKLOT_CXX20
+
 #include <atomic>
 #include <cstdint>
 
@@ -74,5 +77,7 @@ class Barrier {
 };
 
 }  // namespace parklot
+
+#endif  // PARKLOT_CXX20
 
 #endif  // PARKLOT_SYNC_BARRIER_H_

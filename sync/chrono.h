@@ -13,8 +13,7 @@
 
 #include "runtime/deadline.h"
 
-namespace parklot {
-namespace internal {
+namespace parklot::internal {
 
 // `d` in nanoseconds, rounded up to a whole nanosecond (a timed wait never
 // ends early for want of precision). Beyond what int64 nanoseconds hold
@@ -94,7 +93,6 @@ class StdTimedLockable {
   Derived& self() { return static_cast<Derived&>(*this); }
 };
 
-}  // namespace internal
-}  // namespace parklot
+}  // namespace parklot::internal
 
 #endif  // PARKLOT_SYNC_CHRONO_H_

@@ -1,6 +1,6 @@
 #include "sync/condvar.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 std::atomic<uint32_t>* MutexWordAt(uintptr_t state) {
@@ -182,28 +182,28 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
   return !r.timed_out() || requeued;
 }
 
-bool CondVarCore::WaitAny(std::atomic<uintptr_t>* cv,
-                          absl::FunctionRef<void()> unlock,
-                          absl::FunctionRef<void()> relock,
+bool CondVarCore::WaitAny(std::atomic<uintptr_t>* cv, void (*unlock)(void*),
+                          void (*relock)(void*), void* lock,
                           const Deadline& deadline) {
   struct UnwindGuard {
-    absl::FunctionRef<void()> relock;
+    void (*relock)(void*);
+    void* lock;
     std::atomic<uintptr_t>* cv;
     bool armed = true;
     ~UnwindGuard() {
       if (!armed) return;
       if (CurrentThreadData()->unwound_unparked) PassOn(cv);
       NotCancellable not_cancellable;
-      relock();
+      relock(lock);
     }
-  } guard{relock, cv};
+  } guard{relock, lock, cv};
   const ParkResult r = Park(
       KeyOf(cv),
       [cv] {
         cv->store(kNoRequeue, std::memory_order_relaxed);
         return true;
       },
-      unlock,
+      [unlock, lock] { unlock(lock); },
       [cv](uintptr_t, bool was_last_thread) {
         if (was_last_thread) cv->store(kNoWaiters, std::memory_order_relaxed);
       },
@@ -211,7 +211,7 @@ bool CondVarCore::WaitAny(std::atomic<uintptr_t>* cv,
   guard.armed = false;
   {
     NotCancellable not_cancellable;
-    relock();
+    relock(lock);
   }
   return !r.timed_out();
 }
@@ -311,4 +311,4 @@ size_t CondVarCore::NotifyAll(std::atomic<uintptr_t>* cv) {
   return NotifyAllSlow(cv);
 }
 
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -15,6 +15,9 @@
 #ifndef PARKLOT_SYNC_CONDVAR_H_
 #define PARKLOT_SYNC_CONDVAR_H_
 
+#include "sync/requires_cxx20.h"  // first: one #error before C++20
+#if PARKLOT_CXX20
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -23,47 +26,11 @@
 
 #include "absl/time/time.h"
 #include "runtime/deadline.h"
-#include "runtime/parking_lot.h"
 #include "sync/chrono.h"
+#include "sync/condvar_core.h"
 #include "sync/mutex.h"
 
 namespace parklot {
-
-// The condvar algorithm on a caller-provided word (the address of the
-// mutex word its waiters use, or a sentinel), shared by CondVar and the
-// preload shim's pthread_cond_t. Not for direct use by applications.
-class CondVarCore {
- public:
-  // Word values besides a mutex word's address.
-  static constexpr uintptr_t kNoWaiters = 0;
-  // Waiters use different locks (or a lock parklot cannot requeue onto):
-  // notifications wake instead of requeueing.
-  static constexpr uintptr_t kNoRequeue = 1;
-
-  // Atomically releases the lock `mutex_word` (a MutexCore word held by the
-  // caller), parks until notified or `deadline`, then re-acquires the lock
-  // (a handoff from a requeue makes it ours directly). Returns false if the
-  // deadline passed. Spurious returns are possible, as in POSIX.
-  static bool Wait(std::atomic<uintptr_t>* cv, std::atomic<uint32_t>* mutex_word,
-                   std::atomic<int32_t>* mutex_ema, const Deadline& deadline);
-
-  // As Wait for an arbitrary lock released by `unlock` and re-acquired by
-  // `relock` (no requeue). `unlock` runs after the thread is queued.
-  static bool WaitAny(std::atomic<uintptr_t>* cv,
-                      absl::FunctionRef<void()> unlock,
-                      absl::FunctionRef<void()> relock,
-                      const Deadline& deadline);
-
-  // Wakes one waiter, or, if its mutex is locked, moves it to the mutex's
-  // queue to be woken by the unlock. Cheap (one load) with no waiters.
-  // Returns whether a waiter was notified.
-  static bool NotifyOne(std::atomic<uintptr_t>* cv);
-  // Wakes one waiter and requeues the rest onto the mutex (all of them if
-  // the mutex is locked); more than 32: requeues them all tagged (the first
-  // woken by the mutex's unlock wakes the rest) if the mutex is locked,
-  // wakes them all if it is free. Returns the number of waiters notified.
-  static size_t NotifyAll(std::atomic<uintptr_t>* cv);
-};
 
 // A condition variable for parklot::Mutex. All members are thread-safe.
 // Destroying it while threads wait is undefined (as for std); destroying it
@@ -78,13 +45,13 @@ class CondVar {
   // `mu` before returning. May return spuriously: wait in a loop on the
   // predicate.
   void Wait(Mutex& mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    CondVarCore::Wait(&state_, &mu.word_, &mu.ema_, Deadline::Never());
+    internal::CondVarCore::Wait(&state_, &mu.word_, &mu.ema_, Deadline::Never());
   }
   // As Wait, until `deadline` (either clock). Returns false on timeout; the
   // mutex is held again in every case.
   bool WaitUntil(Mutex& mu, Deadline deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return CondVarCore::Wait(&state_, &mu.word_, &mu.ema_, deadline);
+    return internal::CondVarCore::Wait(&state_, &mu.word_, &mu.ema_, deadline);
   }
   // As WaitUntil(now + timeout) on CLOCK_MONOTONIC.
   bool WaitFor(Mutex& mu, absl::Duration timeout)
@@ -108,7 +75,7 @@ class CondVar {
   // by an exception would leave the thread queued.
   template <typename Lock>
   bool WaitAnyUntil(Lock& lock, Deadline deadline) {
-    return CondVarCore::WaitAny(
+    return internal::CondVarCore::WaitAny(
         &state_, [&lock]() noexcept { lock.unlock(); },
         [&lock]() noexcept { lock.lock(); }, deadline);
   }
@@ -119,11 +86,11 @@ class CondVar {
 
   // Wakes one waiter (or moves it onto its locked mutex). Returns whether
   // there was one.
-  bool NotifyOne() { return CondVarCore::NotifyOne(&state_); }
+  bool NotifyOne() { return internal::CondVarCore::NotifyOne(&state_); }
   // Wakes all waiters: at most one is woken now, the rest requeued onto
-  // the mutex (a crowd of more than 32: see CondVarCore::NotifyAll).
+  // the mutex (a crowd of more than 32: see internal::CondVarCore::NotifyAll).
   // Returns the number notified.
-  size_t NotifyAll() { return CondVarCore::NotifyAll(&state_); }
+  size_t NotifyAll() { return internal::CondVarCore::NotifyAll(&state_); }
 
   // Standard library spellings, for std::unique_lock<parklot::Mutex>.
   void wait(std::unique_lock<Mutex>& lock) { Wait(*lock.mutex()); }
@@ -175,9 +142,11 @@ class CondVar {
   void notify_all() { NotifyAll(); }
 
  private:
-  std::atomic<uintptr_t> state_{CondVarCore::kNoWaiters};
+  std::atomic<uintptr_t> state_{internal::CondVarCore::kNoWaiters};
 };
 
 }  // namespace parklot
+
+#endif  // PARKLOT_CXX20
 
 #endif  // PARKLOT_SYNC_CONDVAR_H_

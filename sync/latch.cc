@@ -4,6 +4,10 @@
 
 namespace parklot {
 
+using internal::KeyOf;
+using internal::Park;
+using internal::UnparkAll;
+
 void Latch::CountDown(uint32_t n) {
   if (n == 0) return;
   const uintptr_t key = KeyOf(&word_);

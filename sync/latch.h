@@ -3,6 +3,9 @@
 #ifndef PARKLOT_SYNC_LATCH_H_
 #define PARKLOT_SYNC_LATCH_H_
 
+#include "sync/requires_cxx20.h"  // first: one #error before C++20
+#if PARKLOT_CXX20
+
 #include <atomic>
 #include <cstdint>
 
@@ -63,5 +66,7 @@ class Latch {
 };
 
 }  // namespace parklot
+
+#endif  // PARKLOT_CXX20
 
 #endif  // PARKLOT_SYNC_LATCH_H_

@@ -5,7 +5,7 @@
 #include "hash/text.h"
 #include "runtime/spin.h"
 
-namespace parklot {
+namespace parklot::internal {
 
 bool MutexCore::TryLock(std::atomic<uint32_t>* word) {
   uint32_t w = word->load(std::memory_order_relaxed);
@@ -110,6 +110,12 @@ void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
     return kDefaultUnparkToken;
   });
 }
+
+}  // namespace parklot::internal
+
+namespace parklot {
+
+using internal::SayLine;
 
 void Mutex::AssertHeld() const {
   if (!HeldByCurrentThread()) {

@@ -7,6 +7,14 @@
 #include "runtime/thread_data.h"
 
 namespace parklot {
+
+using internal::CurrentThreadData;
+using internal::ForkHandlers;
+using internal::ForkStep;
+using internal::KeyOf;
+using internal::Park;
+using internal::RegisterForkStep;
+using internal::UnparkAll;
 namespace {
 
 // The fork generation, already shifted into place (see Once). Written only
@@ -92,7 +100,8 @@ uint32_t Once::CurrentGeneration() {
   return g_generation.load(std::memory_order_relaxed);
 }
 
-void Once::CallSlow(absl::FunctionRef<void()> f) {
+void Once::CallSlow(void (*fn)(void*), void* arg) {
+  const auto f = [fn, arg] { fn(arg); };
   const uintptr_t key = KeyOf(&word_);
   uint32_t w = word_.load(std::memory_order_acquire);
   for (;;) {

@@ -23,12 +23,14 @@
 #ifndef PARKLOT_SYNC_ONCE_H_
 #define PARKLOT_SYNC_ONCE_H_
 
+#include "sync/requires_cxx20.h"  // first: one #error before C++20
+#if PARKLOT_CXX20
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <utility>
 
-#include "absl/functional/function_ref.h"
 
 namespace parklot {
 
@@ -81,11 +83,13 @@ class Once {
     auto thunk = [&] {
       std::invoke(std::forward<F>(f), std::forward<Args>(args)...);
     };
-    CallSlow(thunk);
+    CallSlow([](void* t) { (*static_cast<decltype(thunk)*>(t))(); }, &thunk);
   }
 
-  // The non-template core (for the shim's pthread_once): as Call(f).
-  void CallSlow(absl::FunctionRef<void()> f);
+  // The non-template core: as Call(fn, arg). Function pointers, not a
+  // function-reference type: this is libparklot.so's ABI, which holds no
+  // Abseil type (README, "ABI").
+  void CallSlow(void (*fn)(void*), void* arg);
 
   // True once a call has completed. Acquire: the init's writes are visible
   // to a caller that sees true.
@@ -105,5 +109,7 @@ void CallOnce(Once& once, F&& f, Args&&... args) {
 }
 
 }  // namespace parklot
+
+#endif  // PARKLOT_CXX20
 
 #endif  // PARKLOT_SYNC_ONCE_H_

@@ -7,6 +7,22 @@
 #include "runtime/thread_data.h"
 
 namespace parklot {
+
+using internal::CurrentThreadData;
+using internal::FilterOp;
+using internal::KeyOf;
+using internal::OnlyUnparkUpToIsSafe;
+using internal::ParkResult;
+using internal::ParkToken;
+using internal::Park;
+using internal::SpinWait;
+using internal::ThreadData;
+using internal::UnparkFilter;
+using internal::UnparkResult;
+using internal::UnparkToken;
+using internal::UnparkUpTo;
+using internal::kDefaultParkToken;
+using internal::kNoSlot;
 namespace {
 
 // 0 (what any stray unpark delivers): re-check the word. kTokenUnit: the

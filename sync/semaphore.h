@@ -16,6 +16,9 @@
 #ifndef PARKLOT_SYNC_SEMAPHORE_H_
 #define PARKLOT_SYNC_SEMAPHORE_H_
 
+#include "sync/requires_cxx20.h"  // first: one #error before C++20
+#if PARKLOT_CXX20
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -136,5 +139,7 @@ class Semaphore {
 };
 
 }  // namespace parklot
+
+#endif  // PARKLOT_CXX20
 
 #endif  // PARKLOT_SYNC_SEMAPHORE_H_

@@ -5,7 +5,7 @@
 #include "hash/text.h"
 #include "runtime/spin.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using Core = SharedMutexCore;
@@ -430,8 +430,14 @@ bool SharedMutexCore::UnlockSharedToPendingWriter(
   return released;
 }
 
+}  // namespace parklot::internal
+
+namespace parklot {
+
+using internal::SayLine;
+
 void SharedMutex::LockShared() {
-  const int rc = SharedMutexCore::LockShared(&word_, &ema_);
+  const int rc = internal::SharedMutexCore::LockShared(&word_, &ema_);
   if (rc != 0) {
     SayLine("parklot::SharedMutex: too many readers (%d)", rc);
     abort();

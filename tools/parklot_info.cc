@@ -24,7 +24,7 @@ void PrintReportPaths() {
   const int saved = dup(2);
   const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (saved >= 0 && null >= 0) dup2(null, 2);
-  const parklot::Config c = parklot::ConfigFromEnvironment();
+  const parklot::internal::Config c = parklot::internal::ConfigFromEnvironment();
   if (saved >= 0 && null >= 0) dup2(saved, 2);
   if (saved >= 0) close(saved);
   if (null >= 0) close(null);
@@ -56,7 +56,7 @@ int main() {
     lot.resize(shim_describe(nullptr, 0) + 1);
     lot.resize(shim_describe(lot.data(), lot.size()));
   } else {
-    lot = parklot::DescribeLot();
+    lot = parklot::internal::DescribeLot();
   }
   std::fputs(lot.c_str(), stdout);
   PrintReportPaths();

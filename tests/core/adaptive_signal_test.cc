@@ -29,7 +29,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 constexpr size_t kCap = 1024;
@@ -171,4 +171,4 @@ TEST(AdaptiveUnderSignals, CollisionGrowthsWithHandlersLockingTheTable) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

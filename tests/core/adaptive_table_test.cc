@@ -22,7 +22,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 constexpr uint32_t kWindow = BucketTable::kCollisionWindow;
@@ -329,4 +329,4 @@ TEST(AdaptivePolicy, GrowsOnlyWhenTheOutermostSectionEnds) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

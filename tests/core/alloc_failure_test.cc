@@ -22,7 +22,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using coretest::Scaled;
@@ -138,4 +138,4 @@ TEST(AllocationFailure, ProcessTableServesWhenNoTableCanBeMapped) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

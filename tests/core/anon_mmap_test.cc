@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 TEST(MapAnonymous, ZeroFilledWritablePageAlignedMemory) {
@@ -39,4 +39,4 @@ TEST(MapAnonymous, FailureIsNullptrAndLeavesErrno) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

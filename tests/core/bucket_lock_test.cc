@@ -14,7 +14,7 @@
 #include "runtime/thread_data.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 uint64_t Get(const std::atomic<uint64_t>& c) {
@@ -146,4 +146,4 @@ TEST(BucketLockCounters, FormatStatsShowsThem) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -22,7 +22,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using coretest::Rng;
@@ -785,4 +785,4 @@ TEST(Bucket, FairTimeoutExpiresAfterItsRandomDeadline) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -23,7 +23,7 @@
 #include "hash/bucket_table.h"
 #include "runtime/thread_data.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 const char* const kVars[] = {"PARKLOT_POLICY",      "PARKLOT_BUCKETS",
@@ -564,4 +564,4 @@ TEST(DescribeConfig, NamesEveryKnob) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

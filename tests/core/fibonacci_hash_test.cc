@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "hash/bucket_table.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 constexpr uint64_t kPhi = 0x9E3779B97F4A7C15ull;  // 2^64/phi, rounded to odd
@@ -54,4 +54,4 @@ TEST(FibonacciHash, BucketTableIndexesWithIt) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -20,7 +20,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 // Starts `n` threads that wait at a start line, then all register at once
@@ -88,4 +88,4 @@ TEST(FirstUse, ManyThreadsRegisterAtOnce) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -15,7 +15,7 @@
 #include "runtime/thread_data.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 // What the steps ran, in order, one letter each (fixed storage: the child
@@ -100,4 +100,4 @@ TEST(ForkSteps, AStepThatTookNothingIsNotUndone) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -25,7 +25,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using coretest::ParkedThread;
@@ -178,4 +178,4 @@ TEST(GrowthUnderLoad, ThousandThreadsOnDistinctKeys) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -25,7 +25,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using coretest::RandomDelay;
@@ -373,4 +373,4 @@ TEST(LostWakeup, RequeueTimeoutAndUnparkAccounting) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -15,7 +15,7 @@
 #include "runtime/thread_data.h"
 #include "tests/core/test_support.h"
 
-namespace parklot::coretest {
+namespace parklot::internal::coretest {
 
 // What one Park call saw. Plain fields are written by the parking thread
 // and read after Join (thread join orders them).
@@ -139,6 +139,6 @@ inline std::vector<ParkToken> QueuedTokens(uintptr_t key) {
   return tokens;
 }
 
-}  // namespace parklot::coretest
+}  // namespace parklot::internal::coretest
 
 #endif  // PARKLOT_TESTS_CORE_PARKED_THREAD_H_

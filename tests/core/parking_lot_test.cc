@@ -31,7 +31,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using coretest::ParkedThread;
@@ -936,9 +936,9 @@ TEST(Park, SameThreadParksRepeatedlyWithFreshTokens) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 // --- Signal handlers: UnparkUpTo inside a lock section, away waiters ------
@@ -1070,4 +1070,4 @@ TEST(SignalHandlers, AwayWaiterGetsNoHandoffAndTheNextOneDoes) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -28,7 +28,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using coretest::ParkedThread;
@@ -459,4 +459,4 @@ TEST_F(Registry, MoreLiveThreadsThanTheFirstIndexChunk) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -14,7 +14,7 @@
 #include "tests/core/parked_thread.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 TEST(SetConfig, DecidesBeforeFirstUseOnly) {
@@ -60,4 +60,4 @@ TEST(SetConfig, DecidesBeforeFirstUseOnly) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -17,7 +17,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 TEST(AdaptiveSpinBudget, FollowsTheMovingAverage) {
@@ -153,4 +153,4 @@ TEST(SpinWait, AnAcquisitionWhileSpinningFeedsItsRounds) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -15,7 +15,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using coretest::ParkedThread;
@@ -140,4 +140,4 @@ TEST(Stats, FormatStatsShowsEveryCounter) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

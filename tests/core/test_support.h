@@ -33,7 +33,7 @@
 #endif
 #endif
 
-namespace parklot::coretest {
+namespace parklot::internal::coretest {
 
 #if defined(PARKLOT_TEST_TSAN)
 inline constexpr bool kTsan = true;
@@ -158,6 +158,6 @@ class SmallThread {
   bool started_ = false;
 };
 
-}  // namespace parklot::coretest
+}  // namespace parklot::internal::coretest
 
 #endif  // PARKLOT_TESTS_CORE_TEST_SUPPORT_H_

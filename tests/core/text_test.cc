@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 TEST(ParseUnsigned, DigitsWithSpaceAndPlus) {
@@ -126,4 +126,4 @@ TEST(TextBuffer, CutsAndCountsAsSnprintf) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -39,7 +39,7 @@
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using coretest::RandomDelay;
@@ -680,4 +680,4 @@ TEST(WakeTree, RepeatedReleasesOfTheSameThreads) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -7,7 +7,7 @@
 // Each scenario runs once on the kernel (raw `syscall` instructions) and
 // once on the served path, and the descriptions must be equal. Built twice:
 //   futex_mix_test  (PARKLOT_FUTEX_LIBRARY) the served path is
-//                   parklot::futex::Futex/Futex2, linked in;
+//                   parklot::internal::futex::Futex/Futex2, linked in;
 //   futex_mix_prog  glibc's syscall(), run under the shim with
 //                   PARKLOT_SYSCALL_FUTEX=1 (futex_mix_shim_test).
 // Waiters wait with timeouts (2 s), so a lost wake-up shows as ETIMEDOUT
@@ -31,7 +31,7 @@
 #include "preload/futex_ops.h"
 #endif
 
-namespace parklot::futex_test {
+namespace parklot::internal::futex_test {
 namespace {
 
 constexpr int P = FUTEX_PRIVATE_FLAG;
@@ -47,8 +47,8 @@ long Kernel(long a, long b, long c, long d, long e, long f) {
 template <long N>
 long Served(long a, long b, long c, long d, long e, long f) {
 #ifdef PARKLOT_FUTEX_LIBRARY
-  if (N == SYS_futex) return parklot::futex::Futex(a, b, c, d, e, f);
-  return parklot::futex::Futex2(N, a, b, c, d, e, f);
+  if (N == SYS_futex) return parklot::internal::futex::Futex(a, b, c, d, e, f);
+  return parklot::internal::futex::Futex2(N, a, b, c, d, e, f);
 #else
   const long r = syscall(N, a, b, c, d, e, f);
   return r == -1 ? -errno : r;
@@ -89,7 +89,7 @@ std::string R(long r) {
 using Scenario = std::string (*)(const Backend& f);
 
 void ExpectSame(const char* name, Scenario s) {
-  parklot::testing::Watchdog dog(absl::Seconds(40), name);
+  parklot::internal::testing::Watchdog dog(absl::Seconds(40), name);
   const std::string kernel = s(kKernel);
   const std::string served = s(kServed);
   EXPECT_EQ(kernel, served) << name;
@@ -298,4 +298,4 @@ TEST(FutexMix, ServedWakesMeetRequeuePiWaiter) {
 }
 
 }  // namespace
-}  // namespace parklot::futex_test
+}  // namespace parklot::internal::futex_test

@@ -5,7 +5,7 @@
 //
 // Built twice from this file:
 //   futex_semantics_test   (PARKLOT_FUTEX_LIBRARY) the served path is
-//                          parklot::futex::Futex, linked in: no LD_PRELOAD,
+//                          parklot::internal::futex::Futex, linked in: no LD_PRELOAD,
 //                          so it also runs under --config=tsan/asan;
 //   futex_semantics_prog   the served path is glibc's syscall(), run by
 //                          futex_semantics_shim_test.sh under LD_PRELOAD of
@@ -40,7 +40,7 @@
 #include "preload/futex_ops.h"
 #endif
 
-namespace parklot::futex_test {
+namespace parklot::internal::futex_test {
 namespace {
 
 constexpr int P = FUTEX_PRIVATE_FLAG;
@@ -49,9 +49,9 @@ constexpr long kMatchAny = static_cast<long>(FUTEX_BITSET_MATCH_ANY);
 #ifdef PARKLOT_FUTEX_LIBRARY
 long ServedFutex(long uaddr, long op, long val, long utime, long uaddr2,
                  long val3) {
-  return parklot::futex::Futex(uaddr, op, val, utime, uaddr2, val3);
+  return parklot::internal::futex::Futex(uaddr, op, val, utime, uaddr2, val3);
 }
-constexpr const char* kServedName = "parklot::futex::Futex";
+constexpr const char* kServedName = "parklot::internal::futex::Futex";
 #else
 long ServedFutex(long uaddr, long op, long val, long utime, long uaddr2,
                  long val3) {
@@ -70,7 +70,7 @@ struct Words {
 using Scenario = std::string (*)(FutexFn fn);
 
 void ExpectSame(const char* name, Scenario s) {
-  parklot::testing::Watchdog dog(absl::Seconds(60), name);
+  parklot::internal::testing::Watchdog dog(absl::Seconds(60), name);
   const std::string kernel = s(KernelFutex);
   const std::string served = s(ServedFutex);
   EXPECT_EQ(kernel, served) << name << ": kernel vs " << kServedName;
@@ -794,7 +794,7 @@ bool SanitizerRuntimeLoaded() {
   } while (0)
 
 TEST(FaultSignals, ProgramFaultsStillEndIt) {
-  parklot::testing::Watchdog dog(absl::Seconds(60), "program faults");
+  parklot::internal::testing::Watchdog dog(absl::Seconds(60), "program faults");
   BadPages m;
   ASSERT_EQ(m.error, "");
   // The served path is set up (its handler installed).
@@ -847,7 +847,7 @@ TEST(FaultSignals, ProgramActions) {
   GTEST_SKIP() << "the program's actions are tracked by the shim's sigaction "
                   "and signal (futex_shim.cc); linked in, nothing is interposed";
 #else
-  parklot::testing::Watchdog dog(absl::Seconds(60), "program actions");
+  parklot::internal::testing::Watchdog dog(absl::Seconds(60), "program actions");
   BadPages m;
   ASSERT_EQ(m.error, "");
   auto bad_calls = [&m] {
@@ -934,7 +934,7 @@ TEST(FaultSignals, ProgramActions) {
 // The boundary rule (futex_ops.h, rule 2): a served wake reaches a waiter
 // that went to the kernel directly, after the lot's own waiters.
 TEST(FutexBoundary, ServedWakesReachKernelWaiters) {
-  parklot::testing::Watchdog dog(absl::Seconds(60), "boundary");
+  parklot::internal::testing::Watchdog dog(absl::Seconds(60), "boundary");
   Words w;
   Callers kernel(KernelFutex);
   Callers served(ServedFutex);
@@ -965,4 +965,4 @@ TEST(FutexBoundary, ServedWakesReachKernelWaiters) {
 }
 
 }  // namespace
-}  // namespace parklot::futex_test
+}  // namespace parklot::internal::futex_test

@@ -22,7 +22,7 @@
 
 #include "hash/futex.h"
 
-namespace parklot::futex_test {
+namespace parklot::internal::futex_test {
 
 // futex(2) with syscall()'s six registers; returns >= 0 or -errno.
 using FutexFn = long (*)(long uaddr, long op, long val, long utime,
@@ -176,6 +176,6 @@ class Callers {
   std::vector<std::unique_ptr<Call>> calls_;
 };
 
-}  // namespace parklot::futex_test
+}  // namespace parklot::internal::futex_test
 
 #endif  // PARKLOT_TESTS_FUTEX_FUTEX_TEST_UTIL_H_

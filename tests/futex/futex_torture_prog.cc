@@ -541,7 +541,7 @@ int main(int argc, char** argv) {
             argv[0]);
     return 2;
   }
-  parklot::testing::Watchdog dog(absl::Seconds(100), "futex torture");
+  parklot::internal::testing::Watchdog dog(absl::Seconds(100), "futex torture");
   for (int i = 1; i < argc; ++i) {
     const std::string mode = argv[i];
     if (mode == "atomic") {

@@ -52,8 +52,13 @@ exports="$(readelf --dyn-syms -W "$prefix/lib/libparklot.so.0" |
 n=$(grep -c '^parklot::' <<<"$exports")
 others=$(grep -v -e '^parklot::' -e '^typeinfo \(name \)\?for parklot::' -e '^vtable for parklot::' \
   -e '^TLS \(init\|wrapper\) function for parklot::' -e '^guard variable for parklot::' <<<"$exports")
-grep -q '^parklot::MutexCore::LockSlow' <<<"$exports" || fail "parklot::MutexCore::LockSlow not exported"
+grep -q '^parklot::internal::MutexCore::LockSlow' <<<"$exports" ||
+  fail "parklot::internal::MutexCore::LockSlow not exported"
 [ -z "$others" ] && pass "$n exports, all parklot::" || fail "exports besides parklot::: $others"
+# The ABI holds no Abseil type (README, "ABI"): Abseil's inline namespace
+# changes with every Abseil release a distribution ships.
+abseil=$(grep 'absl::' <<<"$exports")
+[ -z "$abseil" ] && pass "no Abseil type in the exports" || fail "exports with Abseil types: $abseil"
 for f in lib/libparklot.so.0 lib/libparklot_preload.so lib/libparklot_diag.so lib/parklot/parklot-info; do
   if readelf -d "$prefix/$f" | grep -qE 'RPATH|RUNPATH'; then fail "$f has a run path into the build tree"; fi
 done

@@ -23,7 +23,7 @@
 #include "sync/mutex.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using testing::Watchdog;
@@ -242,4 +242,4 @@ TEST(CondVarCrowd, StressWithTimeoutsAndLockers) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -27,18 +27,18 @@
 #include "tests/sync/mutex_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
-using ::parklot::testing::DestroyPoisonFree;
-using ::parklot::testing::Eventually;
-using ::parklot::testing::MallocNew;
-using ::parklot::testing::RealtimeNow;
-using ::parklot::testing::Rng;
-using ::parklot::testing::Scaled;
-using ::parklot::testing::TableIsAsBuilt;
-using ::parklot::testing::ThreadRef;
-using ::parklot::testing::Watchdog;
+using ::parklot::internal::testing::DestroyPoisonFree;
+using ::parklot::internal::testing::Eventually;
+using ::parklot::internal::testing::MallocNew;
+using ::parklot::internal::testing::RealtimeNow;
+using ::parklot::internal::testing::Rng;
+using ::parklot::internal::testing::Scaled;
+using ::parklot::internal::testing::TableIsAsBuilt;
+using ::parklot::internal::testing::ThreadRef;
+using ::parklot::internal::testing::Watchdog;
 
 TEST(CondVarTest, TableIsAsBuilt) {
   Mutex mu;
@@ -1024,4 +1024,4 @@ TEST(CondVarTest, DestroyedAndPoisonedRightAfterLastWaiterReturns) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -12,15 +12,15 @@
 #include "tests/sync/primitives_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
-using ::parklot::testing::Watchdog;
-using ::parklot::testing::prim::kWatchdogLimit;
-using ::parklot::testing::prim::ExpectOneBucket;
-using ::parklot::testing::prim::Poisonable;
-using ::parklot::testing::prim::Scaled;
-using ::parklot::testing::prim::ThreadRef;
+using ::parklot::internal::testing::Watchdog;
+using ::parklot::internal::testing::prim::kWatchdogLimit;
+using ::parklot::internal::testing::prim::ExpectOneBucket;
+using ::parklot::internal::testing::prim::Poisonable;
+using ::parklot::internal::testing::prim::Scaled;
+using ::parklot::internal::testing::prim::ThreadRef;
 
 TEST(LatchTest, Layout) {
   static_assert(sizeof(Latch) == 4, "a Latch is one 32-bit word");
@@ -157,4 +157,4 @@ TEST(LatchTest, Torture) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

@@ -21,7 +21,7 @@
 #include "sync/shared_mutex.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using testing::Watchdog;
@@ -156,4 +156,4 @@ TEST(ManyWaiters, SemaphoreReleaseOfManyUnits) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

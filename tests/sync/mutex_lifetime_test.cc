@@ -28,17 +28,17 @@
 #include "tests/sync/mutex_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
-using ::parklot::testing::Delay;
-using ::parklot::testing::DestroyPoisonFree;
-using ::parklot::testing::Eventually;
-using ::parklot::testing::MallocNew;
-using ::parklot::testing::Rng;
-using ::parklot::testing::Scaled;
-using ::parklot::testing::TableIsAsBuilt;
-using ::parklot::testing::Watchdog;
+using ::parklot::internal::testing::Delay;
+using ::parklot::internal::testing::DestroyPoisonFree;
+using ::parklot::internal::testing::Eventually;
+using ::parklot::internal::testing::MallocNew;
+using ::parklot::internal::testing::Rng;
+using ::parklot::internal::testing::Scaled;
+using ::parklot::internal::testing::TableIsAsBuilt;
+using ::parklot::internal::testing::Watchdog;
 
 TEST(MutexLifetimeTest, TableIsAsBuilt) {
   Mutex mu;
@@ -371,4 +371,4 @@ TEST_P(MutexLifetime, CondVarNotifiedOutsideTheMutex) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

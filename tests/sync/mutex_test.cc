@@ -27,14 +27,14 @@
 #include "tests/sync/mutex_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
-using ::parklot::testing::Eventually;
-using ::parklot::testing::RealtimeNow;
-using ::parklot::testing::Scaled;
-using ::parklot::testing::ThreadRef;
-using ::parklot::testing::Watchdog;
+using ::parklot::internal::testing::Eventually;
+using ::parklot::internal::testing::RealtimeNow;
+using ::parklot::internal::testing::Scaled;
+using ::parklot::internal::testing::ThreadRef;
+using ::parklot::internal::testing::Watchdog;
 
 // Runs `fn` on a new thread and joins it.
 template <typename Fn>
@@ -720,4 +720,4 @@ TEST(ErrorCheckingMutexTest, StdSpellingsReportErrors) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

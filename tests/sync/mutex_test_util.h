@@ -26,7 +26,7 @@
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
 
-namespace parklot::testing {
+namespace parklot::internal::testing {
 
 #if defined(__SANITIZE_THREAD__)
 inline constexpr int64_t kSanitizerSlowdown = 5;
@@ -217,6 +217,6 @@ inline bool TableIsAsBuilt() {
   return ok;
 }
 
-}  // namespace parklot::testing
+}  // namespace parklot::internal::testing
 
 #endif  // PARKLOT_TESTS_SYNC_MUTEX_TEST_UTIL_H_

@@ -24,15 +24,15 @@
 #include "tests/sync/mutex_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
-using ::parklot::testing::Delay;
-using ::parklot::testing::Rng;
-using ::parklot::testing::Scaled;
-using ::parklot::testing::StallDetector;
-using ::parklot::testing::TableIsAsBuilt;
-using ::parklot::testing::Watchdog;
+using ::parklot::internal::testing::Delay;
+using ::parklot::internal::testing::Rng;
+using ::parklot::internal::testing::Scaled;
+using ::parklot::internal::testing::StallDetector;
+using ::parklot::internal::testing::TableIsAsBuilt;
+using ::parklot::internal::testing::Watchdog;
 
 TEST(MutexTortureTest, TableIsAsBuilt) {
   Mutex mu;
@@ -268,4 +268,4 @@ TEST(MutexTortureKinds, RecursiveAndErrorChecking) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

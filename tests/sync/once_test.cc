@@ -20,16 +20,16 @@
 #include "tests/sync/primitives_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
-using ::parklot::testing::Watchdog;
-using ::parklot::testing::prim::kWatchdogLimit;
-using ::parklot::testing::prim::Eventually;
-using ::parklot::testing::prim::ExpectOneBucket;
-using ::parklot::testing::prim::Poisonable;
-using ::parklot::testing::prim::Scaled;
-using ::parklot::testing::prim::ThreadRef;
+using ::parklot::internal::testing::Watchdog;
+using ::parklot::internal::testing::prim::kWatchdogLimit;
+using ::parklot::internal::testing::prim::Eventually;
+using ::parklot::internal::testing::prim::ExpectOneBucket;
+using ::parklot::internal::testing::prim::Poisonable;
+using ::parklot::internal::testing::prim::Scaled;
+using ::parklot::internal::testing::prim::ThreadRef;
 
 TEST(OnceTest, LayoutAndConstantInit) {
   static_assert(sizeof(Once) == 4 && sizeof(Once) == sizeof(pthread_once_t));
@@ -389,7 +389,7 @@ TEST(OnceTest, DestroyRightAfterCallReturns) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal
 
 // Under --config=asan: fake stacks for this test. CancelledInit leaves its
 // init by a cancellation's forced unwind, which ASan does not follow: the

@@ -24,7 +24,7 @@
 #include "runtime/config.h"
 #include "runtime/thread_data.h"
 
-namespace parklot::testing::prim {
+namespace parklot::internal::testing::prim {
 
 #if defined(__SANITIZE_THREAD__)
 inline constexpr int64_t kSlowdown = 4;
@@ -137,6 +137,6 @@ class Poisonable {
   }
 };
 
-}  // namespace parklot::testing::prim
+}  // namespace parklot::internal::testing::prim
 
 #endif  // PARKLOT_TESTS_SYNC_PRIMITIVES_TEST_UTIL_H_

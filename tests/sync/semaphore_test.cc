@@ -22,17 +22,17 @@
 #include "tests/sync/primitives_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
-using ::parklot::testing::Watchdog;
-using ::parklot::testing::prim::kWatchdogLimit;
-using ::parklot::testing::prim::Eventually;
-using ::parklot::testing::prim::ExpectOneBucket;
-using ::parklot::testing::prim::Poisonable;
-using ::parklot::testing::prim::RandomDelay;
-using ::parklot::testing::prim::Scaled;
-using ::parklot::testing::prim::ThreadRef;
+using ::parklot::internal::testing::Watchdog;
+using ::parklot::internal::testing::prim::kWatchdogLimit;
+using ::parklot::internal::testing::prim::Eventually;
+using ::parklot::internal::testing::prim::ExpectOneBucket;
+using ::parklot::internal::testing::prim::Poisonable;
+using ::parklot::internal::testing::prim::RandomDelay;
+using ::parklot::internal::testing::prim::Scaled;
+using ::parklot::internal::testing::prim::ThreadRef;
 
 constexpr absl::Duration kShort = absl::Milliseconds(30);
 
@@ -318,4 +318,4 @@ TEST(SemaphoreTest, PingPong) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

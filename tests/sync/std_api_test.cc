@@ -23,7 +23,7 @@
 #include "parklot/shared_mutex.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot {
+namespace parklot::internal {
 namespace {
 
 using std::chrono::milliseconds;
@@ -395,4 +395,4 @@ TEST(StdApiTest, CondVarOnEveryClock) {
 }
 
 }  // namespace
-}  // namespace parklot
+}  // namespace parklot::internal

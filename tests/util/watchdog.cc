@@ -6,7 +6,7 @@
 
 #include "absl/synchronization/mutex.h"
 
-namespace parklot::testing {
+namespace parklot::internal::testing {
 
 struct Watchdog::State {
   absl::Mutex mu;
@@ -37,4 +37,4 @@ Watchdog::~Watchdog() {
   delete state_;
 }
 
-}  // namespace parklot::testing
+}  // namespace parklot::internal::testing

@@ -4,7 +4,7 @@
 
 #include "absl/time/time.h"
 
-namespace parklot::testing {
+namespace parklot::internal::testing {
 
 // Aborts the process with `what` on stderr unless destroyed within
 // `limit`. Uses its own thread sleeping on absl::Mutex, so it does not
@@ -21,6 +21,6 @@ class Watchdog {
   State* state_;
 };
 
-}  // namespace parklot::testing
+}  // namespace parklot::internal::testing
 
 #endif  // PARKLOT_TESTS_UTIL_WATCHDOG_H_
