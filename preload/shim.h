@@ -183,6 +183,12 @@ Deadline ProgramDeadline(const struct timespec& ts, clockid_t clock,
 // program's clock_gettime is glibc's (ProgramDeadline). Not thread-safe.
 void ResolveProgramClock();
 
+// syscall() made system call `number` with arguments a1..a3 and the
+// kernel returned 0: if it was sched_setscheduler, sched_setparam or
+// sched_setattr, tells the lot (SchedulingChanged), as the shim's own
+// functions of those names do (sched_shim.cc).
+void NoteSchedulingSyscall(long number, long a1, long a2, long a3);
+
 // The child part of ForkStep::kShimStandIns (runtime/fork.h, registered by
 // init.cc): frees the stand-in mutexes of process-shared condvar waits
 // (cond_shim.cc), which only threads now gone could hold.
