@@ -63,7 +63,9 @@ extern "C" long syscall(long number, ...) {
     r = parklot::futex::Futex2(number, a1, a2, a3, a4, a5, a6);
   } else {
     r = parklot::RawSyscall6(number, a1, a2, a3, a4, a5, a6);
-    if (r == 0) parklot::preload::NoteSchedulingSyscall(number, a1, a2, a3);
+    if (r == 0 && parklot::preload::SetsScheduling(number)) {
+      parklot::preload::NoteSchedulingSyscall(number, a1, a2, a3);
+    }
   }
   if (static_cast<unsigned long>(r) > -4096UL) {
     errno = static_cast<int>(-r);

@@ -15,8 +15,9 @@
  *
  * How the waiters get their priorities, each a way the lot must learn of:
  *   (none)     explicit scheduling attributes at pthread_create (as 2-1),
- *              then pthread_setschedparam and pthread_setschedprio on
- *              threads that inherited the main thread's
+ *              then pthread_setschedparam, pthread_setschedprio and
+ *              syscall(SYS_sched_setparam) on threads that inherited the
+ *              main thread's, each after a first wait
  *   inherited  re-run with this argument after the main thread set itself
  *              SCHED_FIFO: the process starts real-time (as under chrt),
  *              and each waiter sets its own priority by a bare syscall
@@ -39,11 +40,16 @@ static const int kPriorities[kWaiters] = {10, 30, 20};
 static const int kExpected[kWaiters] = {30, 20, 10};
 
 /* How the waiters get their priorities. */
-enum How { kExplicitAttr, kSetSchedParam, kSetSchedPrio, kRawSyscall };
-static const char* const kHowName[] = {"explicit attributes",
-                                       "pthread_setschedparam",
-                                       "pthread_setschedprio",
-                                       "a bare sched_setparam"};
+enum How {
+  kExplicitAttr,
+  kSetSchedParam,
+  kSetSchedPrio,
+  kSyscallFunction,
+  kRawSyscall
+};
+static const char* const kHowName[] = {
+    "explicit attributes", "pthread_setschedparam", "pthread_setschedprio",
+    "syscall(SYS_sched_setparam)", "a bare sched_setparam"};
 
 /* What they wait on. */
 enum What {
@@ -100,6 +106,9 @@ static void set_own_priority(enum How how, int priority) {
       return;
     case kSetSchedPrio:
       CHECK_RC(pthread_setschedprio(pthread_self(), priority), 0);
+      return;
+    case kSyscallFunction:
+      CHECK(syscall(SYS_sched_setparam, 0, &p) == 0);
       return;
     case kRawSyscall:
       CHECK(raw_sched_setparam(&p) == 0);
@@ -351,6 +360,7 @@ int main(int argc, char** argv) {
   run_all(kExplicitAttr);
   run_all(kSetSchedParam);
   run_all(kSetSchedPrio);
+  run_all(kSyscallFunction);
   if (shim_test_finish() != 0) return 1;
   /* Again as a process started real-time. */
   fflush(stdout);
