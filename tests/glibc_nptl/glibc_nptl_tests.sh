@@ -74,9 +74,10 @@ preload=$PRELOAD
 
 # Tests that write glibc's private fields of an object and then run it:
 # tst-barrier5 sets a barrier's arrival counters near glibc's reset point,
-# tst-rwlock19 an rwlock's reader count near glibc's overflow. The shim
-# keeps its own state in those words (docs/compatibility.md).
-private_field_tests=" tst-barrier5 tst-rwlock19 "
+# where the shim keeps its own count (docs/compatibility.md). (tst-rwlock19,
+# which sets an rwlock's reader count near glibc's overflow, must pass: the
+# shim's word keeps glibc's encoding there.)
+private_field_tests=" tst-barrier5 "
 
 if [ -z "$work" ]; then
   work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/glibc_nptl.XXXXXX")"
