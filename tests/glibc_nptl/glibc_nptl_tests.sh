@@ -274,18 +274,24 @@ run_one() {  # name mode run
 run_printer() {  # name mode run
   local name=$1 mode=$2 r=$3 pre="" rc v
   [ "$mode" = glibc ] || pre=$preload
-  local -a envv=(LC_ALL=C TIMEOUTFACTOR=30 PYTHONPATH="$work/printers:$work/src/scripts")
+  # HOME: gdb wants a cache folder (Bazel's test environment has none).
+  local -a envv=(LC_ALL=C TIMEOUTFACTOR=30 HOME="$work/home"
+    PYTHONPATH="$work/printers:$work/src/scripts")
   [ "$mode" = fixed1 ] && envv+=(PARKLOT_POLICY=fixed:1)
   (cd "$work/src/nptl" && env -u LD_PRELOAD "${envv[@]}" PARKLOT_PRINTER_PRELOAD="$pre" \
-    timeout -k 10 600 python3 "$runner" "$name.py" "$name.c" "$bin/$name" nptl-printers.py) \
+    timeout -k 10 600 "$py" "$runner" "$name.py" "$name.c" "$bin/$name" nptl-printers.py) \
     >"$res/$name.$mode.$r.out" 2>&1 </dev/null
   rc=$?
   case $rc in 0) v=pass ;; 77) v=unsupported ;; 124|137) v=hang ;; *) v="fail($rc)" ;; esac
   echo "$v" >"$res/$name.$mode.$r"
 }
+# The system's Python, which has Debian's python3-pexpect (not a python3
+# earlier on PATH, such as pyenv's).
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
 if [ "$printers" = 1 ]; then
-  mkdir -p "$work/printers"
-  (cd "$src" && python3 scripts/gen-as-const.py --python \
+  mkdir -p "$work/printers" "$work/home"
+  (cd "$src" && "$py" scripts/gen-as-const.py --python \
     --cc "gcc -D_GNU_SOURCE -I$inc -include $inc/config.h" \
     nptl/nptl_lock_constants.pysym) >"$work/printers/nptl_lock_constants.py" ||
     { echo "FAIL: generating nptl_lock_constants.py"; exit 1; }
@@ -293,7 +299,7 @@ fi
 runner="$here/run_printer_test.py"
 [ -f "$runner" ] || runner="$root/tests/glibc_nptl/run_printer_test.py"
 export -f run_one run_printer
-export runner
+export runner py
 export work bin res preload
 
 mapfile -t built < <(awk -F'|' '$1 == "test" { print $2 }' "$work/list.txt" |
@@ -352,6 +358,16 @@ for t in "${built[@]}"; do
       fi
     done
   done
+done
+# The printer tests must run (gdb with Python, python3-pexpect), unless
+# --no-printers.
+for t in "${built[@]}"; do
+  [[ "$t" == test-*-printers ]] || continue
+  if [ "$(cat "$res/$t.glibc.1" 2>/dev/null)" != pass ]; then
+    echo "FAIL: $t did not pass on glibc (gdb, python3-pexpect?):"
+    tail -3 "$res/$t.glibc.1.out"
+    status=1
+  fi
 done
 echo "glibc's NPTL tests: ${#built[@]} built, passed: glibc $gpass, shim $spass," \
   "shim with fixed:1 $fpass; $differ differ, $expected private-field tests differ as expected"
