@@ -53,9 +53,14 @@ struct alignas(64) StackEntry {
   std::atomic<uint64_t> hash;
   uint32_t depth;
   uintptr_t pc[kMaxDepth];  // return addresses
+  // Counts in 1/kCountOne units: a sample shorter than the rate stands for
+  // rate / d waits (profile.h).
   std::atomic<uint64_t> waits, wait_ns;  // as a waiter's stack
   std::atomic<uint64_t> woke, woke_ns;   // as the stack of a release
 };
+
+constexpr int kCountBits = 16;
+constexpr uint64_t kCountOne = uint64_t{1} << kCountBits;
 
 // --- The slot table --------------------------------------------------------
 
@@ -64,7 +69,7 @@ struct alignas(64) StackEntry {
 // slot); `holder` is the address and, in its top 16 bits, 1 + the stack
 // table index of the last release that recorded its stack for it (0: that
 // release's stack was not stored); `recorded_ns` is when that release
-// recorded (0: a waiter claimed since, and the next release records).
+// recorded (0: none yet).
 // User addresses fit in 48 bits (x86-64's 4-level paging; a lock above,
 // possible only with 5-level paging and an explicit hint, is sampled
 // without its holder).
@@ -78,15 +83,29 @@ struct alignas(32) Slot {
   std::atomic<int64_t> recorded_ns;
 };
 // A lookup reads one group, one cache line; at most this many locks with
-// sampled waiters at once hash to a group before a claim is dropped.
+// contended waiters at once hash to a group before a claim is dropped.
 constexpr unsigned kSlotGroupBits = 10;
 constexpr uint32_t kSlotsPerGroup = 2;
 constexpr uint32_t kSlots = (1u << kSlotGroupBits) * kSlotsPerGroup;
 static_assert(sizeof(Slot) * kSlotsPerGroup == 64, "a group is a cache line");
+// Each slot's due cells, one cache line: when each of up to kDues waiters
+// of the lock will have waited its threshold (0: a free cell). A waiter
+// beyond them is sampled without a fresh holder (counted as such).
+constexpr uint32_t kDues = 8;
+struct alignas(64) Dues {
+  std::atomic<int64_t> at[kDues];
+};
 
-// While a sampled waiter waits, a release records its stack if it is the
-// first since a waiter claimed, or if none recorded for the lock in this
-// long: a waiter parked through thousands of short critical sections
+// The locks sampled waits were for, each with its first sampled waiter's
+// call site, for the files' header; locks beyond the table are not listed.
+constexpr uint32_t kLocks = 1024;
+struct LockEntry {
+  std::atomic<uintptr_t> lock;
+  std::atomic<uintptr_t> site;
+};
+
+// While a waiter is due, a release records its stack unless one recorded
+// for the lock less than this long ago: a waiter parked through thousands of short critical sections
 // (threads outnumbering CPUs) would otherwise have each of them walk its
 // stack, 1-2 us apiece, inside the critical section. So the release a wait
 // is charged to is the one that let the waiter in, or one of the same lock
@@ -94,7 +113,12 @@ static_assert(sizeof(Slot) * kSlotsPerGroup == 64, "a group is a cache line");
 constexpr int64_t kRecordEveryNs = 50000;
 
 // What did not make it into the files, and how many sampled waits did.
+// `waits` and `wait_ns` (all profiled waits that acquired, for the line
+// that says none was sampled) on a cache line of their own.
 struct alignas(64) Counts {
+  std::atomic<uint64_t> waits;
+  std::atomic<uint64_t> wait_ns;
+  alignas(64) std::atomic<uint64_t> locks_full;  // locks not listed
   std::atomic<uint64_t> sampled;        // sampled waits that acquired
   std::atomic<uint64_t> no_stack;       // ... whose waiter stack was lost
   std::atomic<uint64_t> no_holder;      // ... whose holder stack was lost
@@ -105,6 +129,8 @@ struct alignas(64) Counts {
 
 StackEntry* g_stacks = nullptr;  // kStacks
 Slot* g_slots = nullptr;         // kSlots, in groups of kSlotsPerGroup
+Dues* g_dues = nullptr;          // kSlots, one per slot
+LockEntry* g_locks = nullptr;    // kLocks
 Counts* g_counts = nullptr;
 uint32_t g_rate = 1;
 // The shim's own code: frames there are left out of the stacks, so that a
@@ -123,15 +149,13 @@ struct ThreadClaim {
   uint64_t number;  // 0: none
   uintptr_t lock;
   int32_t slot;     // -1: no slot (the holder is not tracked)
+  int32_t due;      // its cell in g_dues[slot]; -1: none
   uintptr_t frame;
 };
 constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadClaim
     t_claim;
 constinit __attribute__((tls_model("initial-exec"))) thread_local uint64_t
     t_claims;
-// Contended acquisitions until this thread's next sample (0: not drawn).
-constinit __attribute__((tls_model("initial-exec"))) thread_local uint32_t
-    t_countdown;
 constinit __attribute__((tls_model("initial-exec"))) thread_local uint64_t
     t_rng;
 // Inside this file's stack walk or claim bookkeeping: a lock taken there
@@ -155,22 +179,19 @@ uint64_t NextRandom() {
   return x * 0x2545F4914F6CDD1Dull;
 }
 
-// Whether this contended acquisition is sampled: on average 1 in g_rate.
-bool DrawSample() {
-  const auto draw = [] {
-    return 1 + static_cast<uint32_t>(NextRandom() % (2 * uint64_t{g_rate} - 1));
-  };
-  if (t_countdown == 0) t_countdown = draw();
-  if (--t_countdown != 0) return false;
-  t_countdown = draw();
-  return true;
+// This wait's threshold, uniform in [1, g_rate]: the wait is sampled if
+// it lasts at least that long, i.e. with probability min(1, d / g_rate).
+int64_t DrawThreshold() {
+  return 1 + static_cast<int64_t>(NextRandom() % uint64_t{g_rate});
 }
 
 // --- Stacks ----------------------------------------------------------------
 
+// pc[0] is the lock's pseudo-frame; the walk fills the rest.
 struct Walk {
   uintptr_t pc[kMaxDepth];
-  int depth = 0;
+  int depth = 1;
+  bool in_shim = true;  // still in the shim's frames on top
 };
 
 _Unwind_Reason_Code CollectFrame(struct _Unwind_Context* context, void* arg) {
@@ -180,9 +201,10 @@ _Unwind_Reason_Code CollectFrame(struct _Unwind_Context* context, void* arg) {
   if (pc == 0) return _URC_END_OF_STACK;
   // The shim's frames on top (this walk, the entry point) are not the
   // program's: the stack starts below them.
-  if (w->depth == 0 && pc >= g_shim_begin && pc < g_shim_end) {
+  if (w->in_shim && pc >= g_shim_begin && pc < g_shim_end) {
     return _URC_NO_REASON;
   }
+  w->in_shim = false;
   // A signal frame's pc is the interrupted instruction, not a return
   // address: stored as one past it, so that every entry reads as a return
   // address (the file gives the first less one, pprof the others).
@@ -226,12 +248,32 @@ int32_t Intern(const Walk& w) {
   return -1;
 }
 
-// The calling thread's stack below the shim, interned; -1 if none (an
-// unwinder that found no frame, a full table). Called with t_walking set.
-__attribute__((noinline)) int32_t CurrentStack() {
+// The calling thread's stack below the shim under `lock`'s pseudo-frame,
+// interned; -1 if none (an unwinder that found no frame, a full table).
+// `*site`: the program's call (0 if none). Called with t_walking set.
+__attribute__((noinline)) int32_t CurrentStack(uintptr_t lock,
+                                               uintptr_t* site = nullptr) {
   Walk w;
+  w.pc[0] = lock;
   _Unwind_Backtrace(CollectFrame, &w);
-  return w.depth == 0 ? -1 : Intern(w);
+  if (site != nullptr) *site = w.depth > 1 ? w.pc[1] : 0;
+  return w.depth <= 1 ? -1 : Intern(w);
+}
+
+// Lists `lock` with `site` for the header, if not listed yet.
+void NoteLock(uintptr_t lock, uintptr_t site) {
+  uint32_t i = FibonacciHash(lock, 10);
+  for (uint32_t probe = 0; probe < 16; ++probe, i = (i + 1) & (kLocks - 1)) {
+    uintptr_t cur = g_locks[i].lock.load(std::memory_order_acquire);
+    if (cur == lock) return;
+    if (cur == 0 && g_locks[i].lock.compare_exchange_strong(
+                        cur, lock, std::memory_order_acq_rel)) {
+      g_locks[i].site.store(site, std::memory_order_release);
+      return;
+    }
+    if (cur == lock) return;
+  }
+  g_counts->locks_full.fetch_add(1, std::memory_order_relaxed);
 }
 
 // --- Slots -----------------------------------------------------------------
@@ -254,14 +296,35 @@ int32_t Claim(uintptr_t lock) {
       const uint64_t want = k == 0 ? lock | kOneWaiter : k + kOneWaiter;
       if (group[i].key.compare_exchange_weak(k, want,
                                              std::memory_order_acq_rel)) {
-        // The next release records, whenever the last one did.
-        group[i].recorded_ns.store(0, std::memory_order_relaxed);
         return static_cast<int32_t>(&group[i] - g_slots);
       }
     }
   }
   g_counts->slots_full.fetch_add(1, std::memory_order_relaxed);
   return -1;
+}
+
+// Writes `due` into a free cell of `slot`'s; the cell's index, or -1.
+int32_t AddDue(int32_t slot, int64_t due) {
+  Dues& d = g_dues[slot];
+  for (uint32_t i = 0; i < kDues; ++i) {
+    int64_t cur = d.at[i].load(std::memory_order_relaxed);
+    if (cur == 0 &&
+        d.at[i].compare_exchange_strong(cur, due, std::memory_order_relaxed)) {
+      return static_cast<int32_t>(i);
+    }
+  }
+  return -1;
+}
+
+// Whether a waiter with a cell in `slot` is due at `now`.
+bool AnyDue(int32_t slot, int64_t now) {
+  const Dues& d = g_dues[slot];
+  for (uint32_t i = 0; i < kDues; ++i) {
+    const int64_t at = d.at[i].load(std::memory_order_relaxed);
+    if (at != 0 && at <= now) return true;
+  }
+  return false;
 }
 
 // Gives back one claim on `slot` for `lock`. A slot that no longer holds
@@ -283,7 +346,10 @@ void ReleaseClaim() {
   const ThreadClaim c = t_claim;
   t_claim.number = 0;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (c.slot >= 0) Unclaim(c.slot, c.lock);
+  if (c.slot >= 0) {
+    if (c.due >= 0) g_dues[c.slot].at[c.due].store(0, std::memory_order_relaxed);
+    Unclaim(c.slot, c.lock);
+  }
   uint32_t n = g_profile_waits.load(std::memory_order_relaxed);
   while (n != 0 && !g_profile_waits.compare_exchange_weak(
                        n, n - 1, std::memory_order_relaxed)) {
@@ -303,8 +369,8 @@ void WriteView(bool holders) {
   // both accept: delays in ns (1e9 "cycles" a second), each row to be
   // multiplied by the sampling period; no attribute but these (Go's
   // parser refuses others). Comments start with '#'.
-  f.Append("--- contention:\ncycles/second=1000000000\nsampling period=");
-  f.AppendDecimal(g_rate);
+  // Rows are scaled already (profile.h): a period of 1.
+  f.Append("--- contention:\ncycles/second=1000000000\nsampling period=1");
   f.Append("\ndiscarded samples=");
   f.AppendDecimal(lost);
   f.Append("\n# parklot contention profile, pid ");
@@ -318,9 +384,14 @@ void WriteView(bool holders) {
   f.Append(ExecutablePath());
   f.Append("\n# ");
   f.AppendDecimal(sampled);
-  f.Append(" sampled waits, 1 in ");
+  f.Append(" sampled waits of ");
+  f.AppendDecimal(c.waits.load(std::memory_order_relaxed));
+  f.Append(" contended, by wait time: a wait of d ns kept with probability "
+           "min(1, d / ");
   f.AppendDecimal(g_rate);
-  f.Append(" contended acquisitions on average; discarded: ");
+  f.Append("), counted as max(1, ");
+  f.AppendDecimal(g_rate);
+  f.Append(" / d) waits; discarded: ");
   f.AppendDecimal(lost);
   f.Append(holders ? " whose release left no stack" : " without a stack");
   f.Append(" (stack table full: ");
@@ -330,20 +401,41 @@ void WriteView(bool holders) {
   f.Append(" waits); ");
   f.AppendDecimal(c.release_walks.load(std::memory_order_relaxed));
   f.Append(" release stacks walked\n");
+  // The locks, as the statistics report names them: each row's innermost
+  // frame is one of these addresses.
+  for (uint32_t i = 0; i < kLocks; ++i) {
+    const uintptr_t lock = g_locks[i].lock.load(std::memory_order_acquire);
+    if (lock == 0) continue;
+    char site[512];
+    const uintptr_t pc = g_locks[i].site.load(std::memory_order_acquire);
+    if (pc != 0) {
+      DescribeCallSite(reinterpret_cast<const void*>(pc), site, sizeof(site));
+    } else {
+      strcpy(site, "?");
+    }
+    f.Append("# lock ");
+    f.AppendHex(lock);
+    f.Append(": first sampled wait at ");
+    f.Append(site);
+    f.Append("\n");
+  }
   for (uint32_t i = 0; i < kStacks; ++i) {
     const StackEntry& e = g_stacks[i];
     if (e.hash.load(std::memory_order_acquire) <= kStackBeingWritten) continue;
-    const uint64_t count = (holders ? e.woke : e.waits).load();
-    if (count == 0) continue;
+    const uint64_t scaled = (holders ? e.woke : e.waits).load();
+    if (scaled == 0) continue;
+    // Rounded; a stack with samples shows at least one wait.
+    const uint64_t count =
+        scaled < kCountOne ? 1 : (scaled + kCountOne / 2) >> kCountBits;
     f.AppendDecimal((holders ? e.woke_ns : e.wait_ns).load());
     f.Append(" ");
     f.AppendDecimal(count);
     f.Append(" @");
     for (uint32_t d = 0; d < e.depth; ++d) {
       f.Append(" ");
-      // The innermost return address less one, inside its call: pprof
-      // takes the first address as it is and the others less one.
-      f.AppendHex(d == 0 ? e.pc[0] - 1 : e.pc[d]);
+      // The first is the lock's pseudo-frame, which pprof takes as it is;
+      // the others are return addresses, which it takes less one.
+      f.AppendHex(e.pc[d]);
     }
     f.Append("\n");
   }
@@ -379,7 +471,9 @@ int FindShim(struct dl_phdr_info* info, size_t, void* arg) {
 void EnableProfile(const Config& config) {
   constexpr size_t stacks = kStacks * sizeof(StackEntry);
   constexpr size_t slots = kSlots * sizeof(Slot);
-  constexpr size_t bytes = stacks + slots + sizeof(Counts);
+  constexpr size_t dues = kSlots * sizeof(Dues);
+  constexpr size_t locks = kLocks * sizeof(LockEntry);
+  constexpr size_t bytes = stacks + slots + dues + locks + sizeof(Counts);
   // No reserve: most of the stack table stays untouched.
   void* p = MapAnonymous(bytes, /*reserve=*/false);
   if (p == nullptr) {
@@ -390,7 +484,9 @@ void EnableProfile(const Config& config) {
   char* base = static_cast<char*>(p);
   g_stacks = reinterpret_cast<StackEntry*>(base);
   g_slots = reinterpret_cast<Slot*>(base + stacks);
-  g_counts = reinterpret_cast<Counts*>(base + stacks + slots);
+  g_dues = reinterpret_cast<Dues*>(base + stacks + slots);
+  g_locks = reinterpret_cast<LockEntry*>(base + stacks + slots + dues);
+  g_counts = reinterpret_cast<Counts*>(base + stacks + slots + dues + locks);
   g_rate = static_cast<uint32_t>(config.profile_rate);
   ShimRange r{reinterpret_cast<uintptr_t>(&EnableProfile), 0, 0};
   dl_iterate_phdr(FindShim, &r);
@@ -400,31 +496,38 @@ void EnableProfile(const Config& config) {
 }
 
 void ProfileWait::Begin(const void* lock) {
-  if (t_walking || !DrawSample()) return;
+  if (t_walking) return;
   const auto key = reinterpret_cast<uintptr_t>(lock);
   const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   if (t_claim.number != 0) {
-    // A sampled wait of this thread has not finished. Its frame above
+    // A profiled wait of this thread has not finished. Its frame above
     // this one: this wait is in a signal handler that interrupted it, and
-    // is not sampled. Below: it was left by siglongjmp, and is over.
+    // is not profiled. Below: it was left by siglongjmp, and is over.
     if (t_claim.frame > frame) return;
     ReleaseClaim();
   }
+  // Every contended wait pays these: a clock read, a draw, a claim and a
+  // due cell (docs/design.md §5.15 measures them); the stack walks only a
+  // sampled one.
+  const int64_t start = MonotonicNanos();
+  const int64_t threshold = DrawThreshold();
   t_walking = true;
-  stack_ = CurrentStack();
   const int32_t slot = Claim(key);
+  const int32_t due = slot >= 0 ? AddDue(slot, start + threshold) : -1;
   t_walking = false;
   lock_ = key;
   claim_ = ++t_claims;
   t_claim.lock = key;
   t_claim.slot = slot;
+  t_claim.due = due;
   t_claim.frame = frame;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_claim.number = claim_;
   // Before the wait begins: a release that sees this count looks for the
   // claim, which is already in its slot.
   g_profile_waits.fetch_add(1, std::memory_order_acq_rel);
-  start_ns_ = MonotonicNanos();
+  start_ns_ = start;
+  threshold_ns_ = threshold;
 }
 
 void ProfileWait::Finish(bool acquired) {
@@ -437,22 +540,46 @@ void ProfileWait::Finish(bool acquired) {
   if (acquired && delay > 0) {
     const auto ns = static_cast<uint64_t>(delay);
     Counts& c = *g_counts;
+    c.waits.fetch_add(1, std::memory_order_relaxed);
+    c.wait_ns.fetch_add(ns, std::memory_order_relaxed);
+  }
+  if (acquired && delay >= threshold_ns_) {
+    const auto ns = static_cast<uint64_t>(delay);
+    const uint64_t rate = g_rate;
+    // Kept with probability min(1, d / rate): a shorter wait stands for
+    // rate / d waits of rate ns each, a longer one for itself (Go's
+    // block profile).
+    const uint64_t weight = ns >= rate ? kCountOne : (rate << kCountBits) / ns;
+    const uint64_t charged = ns >= rate ? ns : rate;
+    Counts& c = *g_counts;
     c.sampled.fetch_add(1, std::memory_order_relaxed);
-    if (stack_ >= 0) {
-      g_stacks[stack_].waits.fetch_add(1, std::memory_order_relaxed);
-      g_stacks[stack_].wait_ns.fetch_add(ns, std::memory_order_relaxed);
+    // The waiter's stack, walked now that the wait is known to be sampled
+    // (inside the caller's critical section: 1-2 us, per sampled wait).
+    t_walking = true;
+    uintptr_t site = 0;
+    const int32_t stack = CurrentStack(lock_, &site);
+    NoteLock(lock_, site);
+    t_walking = false;
+    if (stack >= 0) {
+      g_stacks[stack].waits.fetch_add(weight, std::memory_order_relaxed);
+      g_stacks[stack].wait_ns.fetch_add(charged, std::memory_order_relaxed);
     } else {
       c.no_stack.fetch_add(1, std::memory_order_relaxed);
     }
     // The last release that recorded for this lock: the one that let this
-    // thread in (its store preceded the release this acquisition read).
+    // thread in (its store preceded the release this acquisition read), if
+    // it recorded at most kRecordEveryNs before this wait began or later.
     const int32_t slot = t_claim.slot;
     const uint64_t h =
         slot >= 0 ? g_slots[slot].holder.load(std::memory_order_acquire) : 0;
-    if (h != 0 && (h & kAddressMask) == lock_ && (h >> kCountShift) != 0) {
+    const int64_t at =
+        slot >= 0 ? g_slots[slot].recorded_ns.load(std::memory_order_relaxed)
+                  : 0;
+    if (h != 0 && (h & kAddressMask) == lock_ && (h >> kCountShift) != 0 &&
+        at >= start_ns_ - kRecordEveryNs) {
       StackEntry& e = g_stacks[(h >> kCountShift) - 1];
-      e.woke.fetch_add(1, std::memory_order_relaxed);
-      e.woke_ns.fetch_add(ns, std::memory_order_relaxed);
+      e.woke.fetch_add(weight, std::memory_order_relaxed);
+      e.woke_ns.fetch_add(charged, std::memory_order_relaxed);
     } else {
       c.no_holder.fetch_add(1, std::memory_order_relaxed);
     }
@@ -467,17 +594,19 @@ void ProfileReleaseSlow(const void* lock) {
   for (uint32_t i = 0; i < kSlotsPerGroup; ++i) {
     const uint64_t k = group[i].key.load(std::memory_order_acquire);
     if ((k & kAddressMask) != key || (k >> kCountShift) == 0) continue;
-    // One release at a time records (readers release concurrently), and
-    // not again within kRecordEveryNs unless a waiter claimed since.
-    int64_t last = group[i].recorded_ns.load(std::memory_order_relaxed);
+    // Only when a waiter let in now would be sampled, one release at a
+    // time (readers release concurrently), and not again within
+    // kRecordEveryNs.
     const int64_t now = MonotonicNanos();
+    if (!AnyDue(static_cast<int32_t>(&group[i] - g_slots), now)) return;
+    int64_t last = group[i].recorded_ns.load(std::memory_order_relaxed);
     if ((last != 0 && now - last < kRecordEveryNs) ||
         !group[i].recorded_ns.compare_exchange_strong(
             last, now, std::memory_order_relaxed)) {
       return;
     }
     t_walking = true;
-    const int32_t stack = CurrentStack();
+    const int32_t stack = CurrentStack(key);
     t_walking = false;
     g_counts->release_walks.fetch_add(1, std::memory_order_relaxed);
     // Before the release itself: the waiter it lets in reads this after
@@ -493,8 +622,23 @@ void WriteProfiles() {
   // nothing, and a process that only runs another (timeout, a shell, a
   // launcher), given the same path without %p, would replace that
   // program's profile with its own empty one when it exits after it.
-  if (g_counts == nullptr ||
-      g_counts->sampled.load(std::memory_order_relaxed) == 0) {
+  if (g_counts == nullptr) return;
+  if (g_counts->sampled.load(std::memory_order_relaxed) == 0) {
+    // But a process that waited and has nothing to show says so, on the
+    // report sink, so that a missing file is not a mystery.
+    const uint64_t waits = g_counts->waits.load(std::memory_order_relaxed);
+    if (waits == 0) return;
+    char line[256];
+    TextBuffer text(line, sizeof(line));
+    text.Add("parklot: PARKLOT_PROFILE: pid %d sampled none of its %llu "
+             "contended waits (%llu us in all; one sample per %d ns of "
+             "wait, PARKLOT_PROFILE_RATE): no profile written\n",
+             static_cast<int>(getpid()),
+             static_cast<unsigned long long>(waits),
+             static_cast<unsigned long long>(
+                 g_counts->wait_ns.load(std::memory_order_relaxed) / 1000),
+             static_cast<int>(g_rate));
+    WriteReport(Sink::kReport, text.view());
     return;
   }
   WriteView(false);
@@ -521,7 +665,19 @@ void ProfileResetInChild() {
       e.woke_ns.store(0, std::memory_order_relaxed);
     }
   }
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    for (auto& at : g_dues[i].at) at.store(0, std::memory_order_relaxed);
+  }
+  for (uint32_t i = 0; i < kLocks; ++i) {
+    if (g_locks[i].lock.load(std::memory_order_relaxed) != 0) {
+      g_locks[i].lock.store(0, std::memory_order_relaxed);
+      g_locks[i].site.store(0, std::memory_order_relaxed);
+    }
+  }
   Counts& c = *g_counts;
+  c.waits.store(0);
+  c.wait_ns.store(0);
+  c.locks_full.store(0);
   c.sampled.store(0);
   c.no_stack.store(0);
   c.no_holder.store(0);
