@@ -180,63 +180,9 @@ constexpr uintptr_t kHeldWrite = 0, kWantWrite = 1, kWantRead = 2,
 
 bool IsRwlock(LockMode m) { return m != LockMode::kExclusive; }
 
-// Where a lock carries its node's stamp (docs/design.md §5.11): bytes
-// glibc leaves unused for the kinds the shim serves, and that a static
-// initializer, a constructor (std::mutex, std::shared_mutex) or
-// pthread_*_init writes as zero: a mutex's __list.__next (glibc's robust
-// list only), an rwlock's __pad2. nullptr for kinds glibc keeps (robust, PI,
-// PP, process-shared: their __list is glibc's, or other processes share
-// the object).
-std::atomic<uint64_t>* StampOf(uintptr_t lock, bool rwlock) {
-  if (rwlock) {
-    const auto* rw = reinterpret_cast<const pthread_rwlock_t*>(lock);
-    if (__atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) != 0) {
-      return nullptr;
-    }
-    return reinterpret_cast<std::atomic<uint64_t>*>(
-        const_cast<unsigned long*>(&rw->__data.__pad2));
-  }
-  const auto* m = reinterpret_cast<const pthread_mutex_t*>(lock);
-  // PTHREAD_MUTEX_ROBUST_NORMAL_NP, PRIO_INHERIT, PRIO_PROTECT, PSHARED.
-  constexpr int kGlibcKeeps = 16 | 32 | 64 | 128;
-  if (__atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) & kGlibcKeeps) {
-    return nullptr;
-  }
-  return reinterpret_cast<std::atomic<uint64_t>*>(
-      const_cast<__pthread_internal_list**>(&m->__data.__list.__next));
-}
-static_assert(sizeof(__pthread_internal_list*) == sizeof(uint64_t));
-static_assert(sizeof(unsigned long) == sizeof(uint64_t));
-
-// Under g_graph_mu, for a lock the calling thread holds or is about to take
-// (its memory is live): makes the graph's node for `lock` this lock's. The
-// node's handle is stamped into the lock; a lock whose stamp is not its
-// node's handle was made anew at an address the graph knew (its memory
-// freed and reused: std::mutex never calls pthread_mutex_init), and the old
-// lock's nodes and edges go.
-void Revalidate(uintptr_t lock, bool rwlock) {
-  std::atomic<uint64_t>* stamp = StampOf(lock, rwlock);
-  const size_t bit = KnownBit(lock);
-  const uint64_t was = g_known[bit / 64].fetch_or(uint64_t{1} << (bit % 64),
-                                                  std::memory_order_relaxed);
-  if (stamp == nullptr) return;
-  GraphId id = g_graph->GetId(reinterpret_cast<void*>(lock));
-  const uint64_t mine = stamp->load(std::memory_order_relaxed);
-  if (mine == id.handle) return;
-  // Not known before (its bit clear): the node is new, nothing to forget.
-  if ((was & (uint64_t{1} << (bit % 64))) != 0) {
-    for (uintptr_t role : {uintptr_t{0}, uintptr_t{1}, uintptr_t{2},
-                           uintptr_t{3}}) {
-      g_graph->RemoveNode(reinterpret_cast<void*>(lock + role));
-    }
-    g_epoch.fetch_add(1, std::memory_order_release);
-    id = g_graph->GetId(reinterpret_cast<void*>(lock));
-  }
-  stamp->store(id.handle, std::memory_order_relaxed);
-}
-
 GraphId Node(uintptr_t lock, uintptr_t role, bool rwlock) {
-  Revalidate(lock, rwlock);
+  g_known[KnownBit(lock) / 64].fetch_or(uint64_t{1} << (KnownBit(lock) % 64),
+                                        std::memory_order_relaxed);
   const GraphId id = g_graph->GetId(reinterpret_cast<void*>(lock + role));
   if (rwlock) {
     // An rwlock: its own edges, added with its nodes (they close no cycle:
