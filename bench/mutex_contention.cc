@@ -1,8 +1,8 @@
-// Mutex benchmark, side by side in one binary (issue 3): parklot::Mutex vs
+// Mutex benchmark, side by side in one binary: parklot::Mutex vs
 // glibc pthread_mutex (normal and PTHREAD_MUTEX_ADAPTIVE_NP), std::mutex,
 // absl::Mutex and a raw futex mutex. Google Benchmark's fixed iteration
 // counts per thread; //bench:suite has the fixed-duration runs with
-// per-thread fairness, repetitions and every scenario of issue 6.
+// per-thread fairness, repetitions and every scenario of the suite.
 //
 //   uncontended   lock + unlock on one thread (ns/op)
 //   pingpong      two threads hand a turn back and forth under the lock

@@ -1,4 +1,4 @@
-// suite: the side-by-side benchmark suite (issue 6), one harness for every
+// suite: the side-by-side benchmark suite, one harness for every
 // scenario of DESIGN.md's "Measuring". Every implementation is an adapter
 // (bench/locks.h) in this binary:
 //
@@ -183,7 +183,7 @@ int Main(const char* argv0) {
   const std::string machine = absl::StrFormat(
       "%s, %d CPUs online (nproc), %d usable; %s %s", CpuModel(),
       sysconf(_SC_NPROCESSORS_ONLN), Cpus().size(), u.sysname, u.release);
-  report.Print("parklot benchmark suite (issue 6), %s mode, %s\n", plan.mode,
+  report.Print("parklot benchmark suite, %s mode, %s\n", plan.mode,
                date);
   report.Print("machine: %s\nload average at start: %s\n", machine,
                load_start);
@@ -216,7 +216,7 @@ int Main(const char* argv0) {
   std::vector<Verdict> targets;
   for (const Scenario* s : scenarios) s->Targets(results, &targets);
   const std::string load_end = LoadAverage();
-  report.Print("\n== targets (issue 6, on this machine; medians) ==\n");
+  report.Print("\n== targets (on this machine; medians) ==\n");
   size_t w0 = 0, w1 = 0;
   for (const Verdict& v : targets) {
     w0 = std::max(w0, v.target.size());
@@ -296,7 +296,7 @@ int Main(const char* argv0) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "parklot's side-by-side benchmark suite (issue 6).\n"
+      "parklot's side-by-side benchmark suite.\n"
       "  suite [--quick | --tiny] [--out=DIR] [--scenarios=1,2,...]\n"
       "Usually run through `tools/parklot bench [--quick] [--out DIR]`.");
   const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);

@@ -115,7 +115,7 @@ class Uncontended : public Scenario {
         });
       }
     }
-    RunCases("1/7 uncontended", cases, plan.reps, c.results);
+    RunCases("1 uncontended", cases, plan.reps, c.results);
   }
 
   std::vector<Table> Tables(const Plan& plan) const override {

@@ -103,7 +103,7 @@ class Contended : public Scenario {
         }
       }
     }
-    RunCases("2/7 contended", cases, plan.reps, c.results);
+    RunCases("2 contended", cases, plan.reps, c.results);
   }
 
   std::vector<Table> Tables(const Plan& plan) const override {
@@ -176,11 +176,11 @@ class Contended : public Scenario {
           const std::string file =
               absl::StrFormat("%s/contended_%s_%s_cs%d_out%d.dat", data, pin,
                               one ? "one" : "half", in, out);
-          WriteFile(file, DataTable(r, "contended", pin, rows, "ops_per_s"));
+          WriteFile(file, DataTable(r, "contended", pin, rows, "ops_per_s", 1, true));
           absl::StrAppend(&gp,
                           absl::StrFormat("set title 'cs=%d out=%d, %s'\n", in,
                                           out, one ? "one lock" : "T/2 locks"),
-                          PlotLines(file, impls));
+                          PlotLines(file, impls, true));
         }
       }
       absl::StrAppend(&gp, "unset multiplot\n");

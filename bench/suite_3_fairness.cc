@@ -142,7 +142,7 @@ class Fairness : public Scenario {
         }
       }
     }
-    RunCases("3/7 fairness", cases, plan.reps, c.results);
+    RunCases("3 fairness", cases, plan.reps, c.results);
   }
 
   std::vector<Table> Tables(const Plan& plan) const override {
@@ -219,11 +219,11 @@ class Fairness : public Scenario {
         const std::string file = absl::StrFormat("%s/fairness_%s_%s.dat", data,
                                                  pin, CsName(cs));
         WriteFile(file,
-                  DataTable(r, "fairness", pin, rows, "wait_p99_ns", 1e-3));
+                  DataTable(r, "fairness", pin, rows, "wait_p99_ns", 1e-3, true));
         absl::StrAppend(&gp,
                         absl::StrFormat("set title 'cs=%s, %s'\n", CsName(cs),
                                         pin),
-                        PlotLines(file, impls));
+                        PlotLines(file, impls, true));
       }
     }
     absl::StrAppend(&gp, "unset multiplot\n");

@@ -198,7 +198,7 @@ class Wakeup : public Scenario {
         });
       }
     }
-    RunCases("4/7 wake-up latency", cases, plan.reps, c.results);
+    RunCases("4a wake-up latency", cases, plan.reps, c.results);
   }
 
   std::vector<Table> Tables(const Plan& plan) const override {
@@ -250,7 +250,7 @@ class Wakeup : public Scenario {
       t.Add(x, x <= 1.0);
     }
     v->push_back({"4 wake-up p99 <= glibc (park and parklot CondVar; "
-                  "no issue target, for reference)",
+                  "no target, for reference)",
                   t.Range(), t.Result()});
   }
 

@@ -225,9 +225,9 @@ class HashScaling : public Scenario {
       }
       std::sort(rows.begin(), rows.end());
       const std::string file = absl::StrFormat("%s/hash_%s.dat", data, pin);
-      WriteFile(file, DataTable(r, "hash", pin, rows, "ops_per_s"));
+      WriteFile(file, DataTable(r, "hash", pin, rows, "ops_per_s", 1, true));
       absl::StrAppend(&gp, absl::StrFormat("set title '%s'\n", pin),
-                      PlotLines(file, r.Impls("hash")));
+                      PlotLines(file, r.Impls("hash"), true));
     }
     absl::StrAppend(&gp, "unset multiplot\n");
     const std::string script = data + "/hash_scaling.gp";

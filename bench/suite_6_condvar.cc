@@ -289,7 +289,7 @@ class Condvar : public Scenario {
         }
       }
     }
-    RunCases("6/7 condvar producer/consumer", pc, plan.reps, c.results);
+    RunCases("6a condvar producer/consumer", pc, plan.reps, c.results);
     std::vector<Case> bc;
     for (const auto& [waiters, rounds] : p.bc) {
       for (const std::string& pin : plan.pins) {
@@ -302,7 +302,7 @@ class Condvar : public Scenario {
         });
       }
     }
-    RunCases("6/7 condvar broadcast", bc, plan.reps, c.results);
+    RunCases("6b condvar broadcast", bc, plan.reps, c.results);
   }
 
   std::vector<Table> Tables(const Plan& plan) const override {

@@ -1,5 +1,5 @@
 // Scenario 8 of //bench:suite: one call that releases many sleeping threads
-// (issue 26). 8a releases N threads parked on one key (the kernel's one
+//. 8a releases N threads parked on one key (the kernel's one
 // FUTEX_WAKE on a shared word as the baseline, the lot's UnparkAll); 8b a
 // write unlock that lets N blocked readers in (pthread_rwlock vs
 // parklot::SharedMutex); 8c barrier rounds (pthread_barrier vs
@@ -416,9 +416,9 @@ class MultiWake : public Scenario {
         add.template operator()<LotBarrier>();
       }
     }
-    RunCases("8/8 release many", rel, plan.reps, c.results);
-    RunCases("8/8 rwlock readers", rd, plan.reps, c.results);
-    RunCases("8/8 barrier", bar, plan.reps, c.results);
+    RunCases("8a release many", rel, plan.reps, c.results);
+    RunCases("8b rwlock readers", rd, plan.reps, c.results);
+    RunCases("8c barrier", bar, plan.reps, c.results);
   }
 
   std::vector<Table> Tables(const Plan& plan) const override {

@@ -1,5 +1,6 @@
 #include "bench/suite_harness.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
@@ -167,8 +168,37 @@ void Put(Sample* s, const std::string& key, double v) {
 // ---------------------------------------------------------------------------
 // Progress.
 
+// A duration for the progress lines, always with its unit: "0.4s", "12s",
+// "3m5s".
+std::string ShowDuration(absl::Duration d) {
+  if (d < absl::Seconds(10)) {
+    return absl::StrFormat("%.1fs", absl::ToDoubleSeconds(d));
+  }
+  return absl::FormatDuration(absl::Trunc(d, absl::Seconds(1)));
+}
+
+// The progress label of a scenario ("4a wake-up latency", or a report
+// title "4b. raw ...: ..."): "scenario 4a (wake-up latency)" reads the same
+// for both.
+std::string ScenarioLabel(const std::string& label) {
+  size_t id_end = 0;
+  while (id_end < label.size() &&
+         (isdigit(static_cast<unsigned char>(label[id_end])) ||
+          islower(static_cast<unsigned char>(label[id_end])))) {
+    ++id_end;
+  }
+  if (id_end == 0) return label;
+  std::string name = label.substr(id_end);
+  while (!name.empty() && (name[0] == '.' || name[0] == ' ')) name.erase(0, 1);
+  const size_t cut = name.find_first_of(":,(");
+  if (cut != std::string::npos) name.resize(cut);
+  while (!name.empty() && name.back() == ' ') name.pop_back();
+  return absl::StrCat("scenario ", label.substr(0, id_end), " of 8",
+                      name.empty() ? "" : absl::StrCat(" (", name, ")"));
+}
+
 void Progress::Start(const std::string& label, size_t total) {
-  label_ = label;
+  label_ = ScenarioLabel(label);
   total_ = total;
   done_ = 0;
   started_ = absl::Now();
@@ -185,8 +215,7 @@ void Progress::Step(const std::string& detail) {
 void Progress::Done() {
   if (tty_) absl::FPrintF(stderr, "\r\033[K");
   absl::FPrintF(stderr, "[%s] %s: done in %s\n", Elapsed(), label_,
-                absl::FormatDuration(
-                    absl::Trunc(absl::Now() - started_, absl::Seconds(1))));
+                ShowDuration(absl::Now() - started_));
 }
 
 void Progress::Show(const std::string& detail) {
@@ -197,9 +226,7 @@ void Progress::Show(const std::string& detail) {
   if (done_ > 0 && total_ > done_) {
     const absl::Duration per = (now - started_) / static_cast<double>(done_);
     eta = absl::StrCat(", about ",
-                       absl::FormatDuration(absl::Trunc(
-                           per * static_cast<double>(total_ - done_),
-                           absl::Seconds(1))),
+                          ShowDuration(per * static_cast<double>(total_ - done_)),
                        " left");
   }
   const std::string text =
@@ -418,13 +445,12 @@ void RunOtherBench(Report& report, const std::string& title,
   spec.timeout = timeout;
   const absl::Time start = absl::Now();
   absl::FPrintF(stderr, "[%s] %s: running %s (its progress below)\n",
-                Elapsed(), title, path.substr(path.rfind('/') + 1));
+                Elapsed(), ScenarioLabel(title), path.substr(path.rfind('/') + 1));
   const ChildOutcome out = RunProgram(spec);
   report.Write(out.stdout_text);
   if (!out.ok) report.Print("FAILED: %s\n", out.error);
-  absl::FPrintF(stderr, "[%s] %s: done in %s\n", Elapsed(), title,
-                absl::FormatDuration(
-                    absl::Trunc(absl::Now() - start, absl::Seconds(1))));
+  absl::FPrintF(stderr, "[%s] %s: done in %s\n", Elapsed(), ScenarioLabel(title),
+                ShowDuration(absl::Now() - start));
   if (text != nullptr) *text = out.stdout_text;
 }
 

@@ -1,4 +1,4 @@
-// The harness of //bench:suite (issue 6), shared by every scenario: the
+// The harness of //bench:suite, shared by every scenario: the
 // machine (CPUs, pinning, clocks, per-thread usage), fixed-duration runs of
 // T threads, cases run interleaved over repetitions, the plan of a mode,
 // and the scenario interface with its registry.

@@ -375,7 +375,7 @@ double Ratio(const Results& r, const std::string& scenario,
 }
 
 std::string MarkdownTargets(const std::vector<Verdict>& v) {
-  std::string t = "| target (issue 6) | this run | result |\n|---|---|---|\n";
+  std::string t = "| target | this run | result |\n|---|---|---|\n";
   for (const Verdict& x : v) {
     absl::StrAppend(&t, "| ", x.target, " | ", x.figure, " | ", x.result,
                     " |\n");
@@ -436,20 +436,28 @@ std::string LineStyle(const std::string& impl, int column) {
 std::string DataTable(const Results& r, const std::string& scenario,
                       const std::string& pin,
                       const std::vector<std::pair<double, std::string>>& rows,
-                      const std::string& metric, double scale) {
+                      const std::string& metric, double scale, bool spread) {
   std::string t = "x";
   const std::vector<std::string> impls = r.Impls(scenario);
-  for (const std::string& i : impls) absl::StrAppend(&t, " ", i);
+  for (const std::string& i : impls) {
+    absl::StrAppend(&t, " ", i);
+    if (spread) absl::StrAppend(&t, " ", i, ":min ", i, ":max");
+  }
   absl::StrAppend(&t, "\n");
+  const auto show = [scale](double v) {
+    return std::isfinite(v) ? absl::StrFormat("%.6g", v * scale)
+                            : std::string("?");
+  };
   for (const auto& [x, cell] : rows) {
     absl::StrAppend(&t, x);
     for (const std::string& i : impls) {
       const Series* s = r.Find(scenario, cell, pin, i);
-      const double m =
-          s != nullptr && !s->samples.empty() ? s->Median(metric) : NAN;
-      absl::StrAppend(&t, " ",
-                      std::isfinite(m) ? absl::StrFormat("%.6g", m * scale)
-                                       : std::string("?"));
+      const bool any = s != nullptr && !s->samples.empty();
+      absl::StrAppend(&t, " ", show(any ? s->Median(metric) : NAN));
+      if (spread) {
+        absl::StrAppend(&t, " ", show(any ? s->Min(metric) : NAN), " ",
+                        show(any ? s->Max(metric) : NAN));
+      }
     }
     absl::StrAppend(&t, "\n");
   }
@@ -457,13 +465,17 @@ std::string DataTable(const Results& r, const std::string& scenario,
 }
 
 std::string PlotLines(const std::string& file,
-                      const std::vector<std::string>& impls) {
+                      const std::vector<std::string>& impls, bool spread) {
   std::string cmd = "plot ";
   for (size_t i = 0; i < impls.size(); ++i) {
+    const std::string columns =
+        spread ? absl::StrFormat("1:%d:%d:%d with yerrorlines", 3 * i + 2,
+                                 3 * i + 3, 3 * i + 4)
+               : absl::StrFormat("1:%d with linespoints", i + 2);
     absl::StrAppend(&cmd, i == 0 ? "" : ", \\\n     ",
-                    absl::StrFormat("'%s' using 1:%d with linespoints lw 2 pt "
+                    absl::StrFormat("'%s' using %s lw 2 pt "
                                     "7 ps 0.8 %s title '%s'",
-                                    i == 0 ? file : "", i + 2,
+                                    i == 0 ? file : "", columns,
                                     LineStyle(impls[i], static_cast<int>(i)),
                                     impls[i]));
   }

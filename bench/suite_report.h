@@ -149,7 +149,7 @@ bool WriteJson(const std::string& path, const Results& results,
                const char* argv0);
 
 // ---------------------------------------------------------------------------
-// Targets (issue 6), judged on the medians.
+// Targets, judged on the medians.
 
 struct Verdict {
   std::string target, figure, result;
@@ -191,15 +191,20 @@ std::string LineStyle(const std::string& impl, int column);
 
 // A table: first column `x`, one column per implementation of `scenario`
 // (medians of `metric` times `scale` in the cell of each row), '?' where
-// missing (gnuplot skips it).
+// missing (gnuplot skips it); with `spread`, three columns per
+// implementation: median, min and max (for PlotLines(..., true)).
 std::string DataTable(const Results& r, const std::string& scenario,
                       const std::string& pin,
                       const std::vector<std::pair<double, std::string>>& rows,
-                      const std::string& metric, double scale = 1);
+                      const std::string& metric, double scale = 1,
+                      bool spread = false);
 
-// A `plot` command: one line per implementation, column i + 2 of `file`.
+// A `plot` command: one line per implementation, column i + 2 of `file`;
+// with `spread`, columns 3i + 2 (median), 3i + 3 and 3i + 4 (min, max)
+// drawn as error bars.
 std::string PlotLines(const std::string& file,
-                      const std::vector<std::string>& impls);
+                      const std::vector<std::string>& impls,
+                      bool spread = false);
 
 }  // namespace bench
 }  // namespace parklot

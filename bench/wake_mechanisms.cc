@@ -1,5 +1,5 @@
 // wake_mechanisms: the ways to release N sleeping threads at once, measured
-// side by side (issue 26; docs/investigations/multi_wake.md). Every
+// side by side (docs/investigations/multi_wake.md). Every
 // mechanism runs the same rounds: N threads go to sleep, then one releaser
 // releases them all; per round it records
 //
@@ -23,11 +23,11 @@
 //              (glibc's barrier, the kernel's multi-wake)
 //   serial     each sleeps on its own word (the lot's parker); the releaser
 //              clears every word, then FUTEX_WAKEs each (the lot before
-//              issue 26)
+//              the wake tree)
 //   wakeop     own words; the releaser wakes two per FUTEX_WAKE_OP
 //   waitv      each sleeps in futex_waitv on its own word and a shared one;
 //              the releaser clears the own words and wakes the shared word
-//              once (issue 26 candidate (b))
+//              once (candidate (b) of docs/investigations/multi_wake.md)
 //   tree:F:R   own words; the releaser wakes R roots, every woken thread
 //              wakes its F children of a heap before it returns
 //              (candidate (a)); released leaves first, so a child is

@@ -2,9 +2,10 @@
 
 load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
 
-# The release, as pkg-config, CMake and the .deb report it. The SONAME's
-# number (libparklot.so.N) changes when the ABI does.
-PARKLOT_VERSION = "0.2.0"
+# The release is the file VERSION at the top of the workspace (the one
+# place that names it: the launcher, pkg-config, CMake, the man page and the
+# .deb read it). The SONAME's number (libparklot.so.N) changes when the ABI
+# does.
 PARKLOT_SOVERSION = "0"
 
 def _ours(label):
@@ -100,12 +101,12 @@ def _tree_impl(ctx):
             out.path,
             manifest.path,
             ctx.file.readme.path,
-            PARKLOT_VERSION,
+            ctx.file.version.path,
             PARKLOT_SOVERSION,
             " ".join(ABSL_PUBLIC),
             " ".join(ABSL_PRIVATE),
         ],
-        inputs = [f for f, _, _ in entries] + [manifest, ctx.file.readme],
+        inputs = [f for f, _, _ in entries] + [manifest, ctx.file.readme, ctx.file.version],
         outputs = [out],
         mnemonic = "ParklotTree",
         progress_message = "Assembling the install tree " + out.short_path,
@@ -121,6 +122,7 @@ parklot_tree = rule(
         "files": attr.label_keyed_string_dict(allow_files = True),
         "headers": attr.label(providers = [CcInfo]),
         "readme": attr.label(allow_single_file = True),
+        "version": attr.label(allow_single_file = True),
         "_make_tree": attr.label(
             default = ":make_tree.sh",
             executable = True,

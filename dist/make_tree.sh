@@ -2,7 +2,7 @@
 # Assembles the install tree (relative to the prefix) into a tar, for
 # dist:tree (dist/defs.bzl). tools/install unpacks it and fills in @PREFIX@.
 #
-# usage: make_tree.sh OUT.tar MANIFEST README.md VERSION SOVERSION \
+# usage: make_tree.sh OUT.tar MANIFEST README.md VERSION-FILE SOVERSION \
 #          ABSL_PUBLIC ABSL_PRIVATE
 # MANIFEST: one "SRC<tab>DEST<tab>MODE" line per file. DEST include/...:
 #   our quoted includes ("sync/", "runtime/", "hash/") become
@@ -12,7 +12,9 @@
 # ABSL_*: space-separated Abseil pkg-config module names (absl_time ...);
 #   the CMake targets are the same names as absl::time ...
 set -euo pipefail
-out=$1 manifest=$2 readme=$3 version=$4 soversion=$5 absl_public=$6 absl_private=$7
+out=$1 manifest=$2 readme=$3 version_file=$4 soversion=$5 absl_public=$6 absl_private=$7
+version=$(tr -d ' \n' <"$version_file")
+[[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[a-z0-9.]+)?$ ]] || { echo "make_tree.sh: bad version '$version' in $version_file" >&2; exit 1; }
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
@@ -28,10 +30,14 @@ knobs_man() {
     {
       for (i = 2; i <= 4; i++) {
         c = $i; gsub(/^ +| +$/, "", c)
-        # A Markdown link [text](#anchor) reads as its text.
+        # A Markdown link [text](#anchor) to a README section names the
+        # man page section of that name (DIAGNOSTICS below); others read as
+        # their text.
         while (match(c, /\[[^]]*\]\([^)]*\)/)) {
-          t = substr(c, RSTART, RLENGTH); sub(/\]\(.*$/, "", t)
-          c = substr(c, 1, RSTART - 1) substr(t, 2) substr(c, RSTART + RLENGTH)
+          t = substr(c, RSTART, RLENGTH); a = t
+          sub(/\]\(.*$/, "", t); t = substr(t, 2)
+          if (a ~ /\]\(#/) t = toupper(t) " below"
+          c = substr(c, 1, RSTART - 1) t substr(c, RSTART + RLENGTH)
         }
         gsub(/-/, "\\-", c)
         while (match(c, /`[^`]*`/)) {
@@ -49,7 +55,9 @@ knobs="$(knobs_man)"
 substitute() {
   local k="$stage/.knobs"
   printf '%s\n' "$knobs" >"$k"
+  # CMake compares numeric versions: 0.3.0-dev is 0.3.0 there.
   sed -e "s|@VERSION@|$version|g" -e "s|@VERSION_MAJOR@|${version%%.*}|g" \
+      -e "s|@VERSION_NUMERIC@|${version%%-*}|g" \
       -e "s|@SOVERSION@|$soversion|g" \
       -e "s|@ABSL_PUBLIC@|$absl_public|g" -e "s|@ABSL_PRIVATE@|$absl_private|g" \
       -e "s|@ABSL_PUBLIC_CMAKE@|$(cmake_targets "$absl_public")|g" \
@@ -67,6 +75,9 @@ while IFS=$'\t' read -r src dest mode; do
   chmod "$mode" "$stage/$dest"
 done <"$manifest"
 rm -f "$stage/.knobs"
+# What `parklot --version` prints when installed.
+echo "$version" >"$stage/lib/parklot/version"
+chmod 0644 "$stage/lib/parklot/version"
 ln -s "libparklot.so.$soversion" "$stage/lib/libparklot.so"
 
 # Only the top folders, not ".": unpacking must not change the prefix's mode.

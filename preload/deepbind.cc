@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "preload/call_as.h"
 #include "preload/shim.h"
 #include "preload/symbol_versions.h"
 #include "sync/once.h"
@@ -50,15 +51,6 @@ extern "C" {
 // Set at the first DEEPBIND dlopen; from then on the stubs take the slow
 // path for every base-namespace load (see the thread-safety note).
 __attribute__((visibility("hidden"))) unsigned char parklot_deepbind_used = 0;
-// Calls fn(a, b, c) with `gadget` (a `ret` byte) as its return address.
-__attribute__((visibility("hidden"))) void* ParklotCallAs(const void* fn,
-                                                          uintptr_t a,
-                                                          uintptr_t b,
-                                                          uintptr_t c,
-                                                          uintptr_t gadget);
-// The shadow-stack pointer, 0 when shadow stacks are off (rdssp is a no-op
-// then).
-__attribute__((visibility("hidden"))) uintptr_t ParklotShadowStack();
 }
 
 namespace parklot::preload {

@@ -114,4 +114,9 @@
   PARKLOT_V225(dlopen); \
   PARKLOT_COMPAT(dlmopen, 234, "GLIBC_2.3.4")
 
+// lookup.cc (dlsym's and dlvsym's compat version is libdl's, now in libc)
+#define PARKLOT_VERSIONS_LOOKUP \
+  PARKLOT_V225(dlsym);          \
+  PARKLOT_V225(dlvsym)
+
 #endif  // PARKLOT_PRELOAD_SYMBOL_VERSIONS_H_

@@ -16,8 +16,7 @@
 // (the child has then exec'd or ended). C linkage: the vfork stub, in
 // assembly, names it.
 extern "C" {
-extern constinit __attribute__((tls_model("initial-exec"),
-                                visibility("hidden"))) thread_local int
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local int
     parklot_vfork_depth;
 }
 

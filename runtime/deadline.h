@@ -8,6 +8,7 @@
 #ifndef PARKLOT_RUNTIME_DEADLINE_H_
 #define PARKLOT_RUNTIME_DEADLINE_H_
 
+#include <linux/futex.h>
 #include <time.h>
 
 #include <cstdint>
@@ -85,6 +86,16 @@ struct Deadline {
   struct timespec ToTimespec() const {
     if (ns <= 0) return {0, 0};
     return {static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  }
+  // A FUTEX_WAIT_BITSET_PRIVATE wait until this deadline: sets `*op` (with
+  // FUTEX_CLOCK_REALTIME on CLOCK_REALTIME) and returns the timeout to pass,
+  // written into `storage`, or nullptr for no deadline.
+  const struct timespec* FutexWait(struct timespec* storage, int* op) const {
+    *op = FUTEX_WAIT_BITSET_PRIVATE;
+    if (is_never()) return nullptr;
+    *storage = ToTimespec();
+    if (clock == CLOCK_REALTIME) *op |= FUTEX_CLOCK_REALTIME;
+    return storage;
   }
 
   // Adapters for absl's types (inline; instantiated only where used).

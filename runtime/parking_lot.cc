@@ -627,13 +627,8 @@ ParkResult ParkWithoutRecord(uintptr_t key, absl::FunctionRef<bool()> validate,
   }
   before_sleep();
   struct timespec ts;
-  const struct timespec* tsp = nullptr;
-  int op = FUTEX_WAIT_BITSET_PRIVATE;
-  if (!deadline.is_never()) {
-    ts = deadline.ToTimespec();
-    tsp = &ts;
-    if (deadline.clock == CLOCK_REALTIME) op |= FUTEX_CLOCK_REALTIME;
-  }
+  int op;
+  const struct timespec* tsp = deadline.FutexWait(&ts, &op);
   const long rc = RawFutex(&g_overflow_seq, op, seq, tsp, nullptr,
                            FUTEX_BITSET_MATCH_ANY);
   if (rc == -ETIMEDOUT || (rc == -EINTR && interruptible)) {

@@ -430,13 +430,8 @@ __attribute__((noinline)) bool SleepOnParkerLoop(ThreadData* td,
 bool SleepOnParker(ThreadData* td, const Deadline& deadline) {
   td->interrupted = false;
   struct timespec ts;
-  const struct timespec* tsp = nullptr;
-  int op = FUTEX_WAIT_BITSET_PRIVATE;
-  if (!deadline.is_never()) {
-    ts = deadline.ToTimespec();
-    tsp = &ts;
-    if (deadline.clock == CLOCK_REALTIME) op |= FUTEX_CLOCK_REALTIME;
-  }
+  int op;
+  const struct timespec* tsp = deadline.FutexWait(&ts, &op);
   int cancel_type = PTHREAD_CANCEL_DEFERRED;
   if (td->cancellation_point != 0) {
     // Acts at once on a pending cancel: the thread unwinds from here.

@@ -114,7 +114,7 @@ TEST_F(Registry, StateFollowsParkAndUnpark) {
 // its wake-up takes it off the parked count, which must not go below 0.
 // The child inherited the thread's kParked state while the fork step had
 // reset the count to 0, so the wake-up's decrement wrapped the count to
-// 2^64 - 1 (issue 10 census): the spin policy then never saw the child
+// 2^64 - 1: the spin policy then never saw the child
 // oversubscribed.
 std::atomic<pid_t> g_fork_child{0};
 std::atomic<bool> g_in_fork_child{false};

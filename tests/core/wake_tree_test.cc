@@ -1,4 +1,4 @@
-// The wake tree (issue 26, runtime/parking_lot.cc ReleaseChain): an unpark
+// The wake tree (runtime/parking_lot.cc ReleaseChain): an unpark
 // that releases more than 32 threads wakes two of them itself, and every
 // woken thread wakes up to two more (its wake duty) before it returns from
 // its park. These tests check that

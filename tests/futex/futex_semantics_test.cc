@@ -266,7 +266,7 @@ std::string WakeCounts(FutexFn f) {
 }
 
 // Wakes of more than the lot's serial maximum (32; the served wake goes
-// out as a wake tree, issue 26): counts, which waiters (FIFO, by bitset),
+// out as a wake tree): counts, which waiters (FIFO, by bitset),
 // the remainder.
 std::string ManyWakes(FutexFn f) {
   Words w;

@@ -38,7 +38,7 @@ echo "== install"
 clean src/install --tree src/tree.tar --prefix "$prefix" || { echo "FAIL: tools/install"; exit 1; }
 for f in bin/parklot lib/libparklot_preload.so lib/libparklot_diag.so lib/libparklot.so lib/libparklot.so.0 lib/libparklot.a \
          lib/parklot/parklot-info include/parklot/mutex.h lib/pkgconfig/parklot.pc \
-         lib/cmake/parklot/parklotConfig.cmake share/man/man1/parklot.1; do
+         lib/cmake/parklot/parklotConfig.cmake share/man/man1/parklot.1 share/parklot/parklot_gdb.py; do
   [ -e "$prefix/$f" ] || fail "$f not installed"
 done
 grep -qx "prefix=$prefix" "$prefix/lib/pkgconfig/parklot.pc" || fail "parklot.pc does not name the prefix"

@@ -47,6 +47,7 @@ static const char* const kServed[][2] = {
     V34(cnd_timedwait, "GLIBC_2.28"), V34(cnd_signal, "GLIBC_2.28"),
     V34(cnd_broadcast, "GLIBC_2.28"), V34(cnd_destroy, "GLIBC_2.28"),
     V34(dlopen, "GLIBC_2.2.5"), V34(dlmopen, "GLIBC_2.3.4"),
+    V34(dlsym, "GLIBC_2.2.5"), V34(dlvsym, "GLIBC_2.2.5"),
     V225(_exit), V225(syscall), V225(clone), V225(vfork), V225(__vfork),
     V225(sigaction), V225(__sigaction),
     V225(signal), V225(bsd_signal),

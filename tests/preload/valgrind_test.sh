@@ -14,12 +14,13 @@
 # helgrind's race report on the racy counter. Each run is bounded by
 # `timeout`.
 #
-#   valgrind_test.sh SHIM PROG LAUNCHER
+#   valgrind_test.sh SHIM PROG LAUNCHER RUN_HELPER
 set -uo pipefail
 root=$PWD
 source "$root/tests/preload/shim_preload.sh"
 shim_test_begin "$1" "$2" valgrind
 launcher="$root/$3"
+run_helper="$root/$4"  # what an installed `parklot run` hands the command to
 # Counted, so that each check says "ok" only when it found nothing wrong.
 fails=0
 fail() { echo "FAIL: $*"; status=1; fails=$((fails + 1)); }
@@ -63,11 +64,13 @@ for tool in helgrind drd; do
     PARKLOT_DEADLOCK=report -- "${vg[@]}" --tool=$tool "$prog" && clean "$tool-shim-knobs" 1
 done
 
-# The launcher as installed (PREFIX/bin/parklot beside PREFIX/lib): no Bazel.
-# Debian's valgrind is a shell script: the shim is preloaded into it and
-# into valgrind.bin, natively, and steps aside in the program only.
-mkdir -p "$work/prefix/bin" "$work/prefix/lib"
+# The launcher as installed (PREFIX/bin/parklot beside PREFIX/lib, with
+# PREFIX/lib/parklot/parklot-run): no Bazel. Debian's valgrind is a shell
+# script: the shim is preloaded into it and into valgrind.bin, natively,
+# and steps aside in the program only.
+mkdir -p "$work/prefix/bin" "$work/prefix/lib/parklot"
 cp "$launcher" "$work/prefix/bin/parklot"
+cp "$run_helper" "$work/prefix/lib/parklot/parklot-run"
 ln -s "$(readlink -f "$1")" "$work/prefix/lib/libparklot_preload.so"
 run launcher-helgrind 0 -- "$work/prefix/bin/parklot" run -- "${vg[@]}" --tool=helgrind "$prog" &&
   clean launcher-helgrind 1

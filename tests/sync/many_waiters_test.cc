@@ -1,4 +1,4 @@
-// Primitives that release many parked threads at once (issue 26): a latch
+// Primitives that release many parked threads at once: a latch
 // opening, a once finishing, a write unlock handing the lock to a batch of
 // readers, a semaphore release of many units. Each batch is larger than the
 // lot's serial maximum (32), so it goes out as a wake tree

@@ -1,4 +1,4 @@
-// C++ API conformance of parklot's primitives (issue 12): each meets the
+// C++ API conformance of parklot's primitives: each meets the
 // named requirements its header claims, checked at compile time, works with
 // the standard library's lock types and std::condition_variable_any, and
 // its std::chrono spellings wait as the std type it stands in for does

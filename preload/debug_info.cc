@@ -1,0 +1,91 @@
+// The shim's description of itself for debuggers (parklot_debug_info),
+// read by the gdb extension `info parklot` (tools/gdb/parklot_gdb.py) in a
+// live process or a core file, without the shim's debug information (an
+// installed shim is stripped): where a thread's parking record lies in its
+// TLS and the offsets of the record's fields, the way glibc describes its
+// thread descriptor to libthread_db (the _thread_db_* symbols). Read-only
+// for the program; one 64-byte object, written once at load.
+// docs/design.md §5.17.
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/thread_data.h"
+#include "sync/mutex.h"
+#include "sync/shared_mutex.h"
+
+namespace parklot::preload {
+
+struct DebugInfo {
+  uint32_t magic;    // 'PKLT'
+  uint32_t version;  // of this layout; a reader refuses others
+  // The record's address minus the thread pointer (%fs_base), the same
+  // for every thread (static TLS); 0 until the shim's constructor ran.
+  int64_t record_tls_offset;
+  uint32_t record_size;
+  uint32_t key_offset;     // uintptr_t: the address the thread waits on
+  uint32_t parker_offset;  // uint32_t: kParkerQueued while queued
+  uint32_t parker_queued;
+  uint32_t slot_offset;    // uint32_t: the owner id locks record
+  // A mutex word the shim runs: locked bit, owner slot << shift.
+  uint32_t mutex_locked_bit;
+  uint32_t mutex_slot_shift;
+  // An rwlock word the shim runs (its low 32 bits): writer bit, writer's
+  // slot << shift, in a field of so many bits.
+  uint32_t rwlock_writer_bit;
+  uint32_t rwlock_slot_shift;
+  uint32_t rwlock_slot_bits;
+  uint32_t reserved[2];
+};
+static_assert(sizeof(DebugInfo) == 64, "one cache line, a fixed layout");
+
+}  // namespace parklot::preload
+
+namespace {
+
+// Offsets within ThreadData: its members are plain fields and std::atomic
+// of trivial types, laid out as a standard-layout struct would be.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+constexpr uint32_t kKeyOffset = offsetof(parklot::ThreadData, waiter) +
+                                offsetof(parklot::Waiter, key);
+constexpr uint32_t kParkerOffset = offsetof(parklot::ThreadData, parker);
+constexpr uint32_t kSlotOffset = offsetof(parklot::ThreadData, slot);
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+extern "C" {
+__attribute__((visibility("default"), used))
+parklot::preload::DebugInfo parklot_debug_info = {
+        0x544c4b50,  // "PKLT" little-endian
+        1,
+        0,
+        sizeof(parklot::ThreadData),
+        kKeyOffset,
+        kParkerOffset,
+        parklot::kParkerQueued,
+        kSlotOffset,
+        parklot::MutexCore::kLocked,
+        0,  // set below, from MutexCore::OwnerWord
+        static_cast<uint32_t>(parklot::SharedMutexCore::kWriter),
+        parklot::SharedMutexCore::kOwnerShift,
+        static_cast<uint32_t>(__builtin_popcountll(
+            parklot::SharedMutexCore::kOwnerMask)),
+        {},
+};
+}  // extern "C"
+
+namespace {
+
+// The TLS offset is known only once the process runs; %fs:0 holds the
+// thread pointer itself on x86-64.
+__attribute__((constructor)) void NoteRecordOffset() {
+  uintptr_t tp;
+  __asm__("movq %%fs:0, %0" : "=r"(tp));
+  parklot_debug_info.record_tls_offset = static_cast<int64_t>(
+      reinterpret_cast<uintptr_t>(&parklot::internal::t_data) - tp);
+  parklot_debug_info.mutex_slot_shift = static_cast<uint32_t>(__builtin_ctz(
+      parklot::MutexCore::OwnerWord(1) & ~parklot::MutexCore::kLocked));
+}
+
+}  // namespace

@@ -1,0 +1,176 @@
+# gdb extension for programs under the parklot shim: `info parklot` lists,
+# in a live process or a core file, each thread parked in the lot, the
+# address it waits on (with the symbol there), the lock's holder where the
+# lock records one, and the wait-for cycles among them (a deadlock).
+#
+#   gdb -p PID -ex 'source PREFIX/share/parklot/parklot_gdb.py' -ex 'info parklot'
+#   gdb PROGRAM CORE -ex 'source .../parklot_gdb.py' -ex 'info parklot'
+#
+# It needs no debug information of the shim or of the program: the shim
+# exports `parklot_debug_info`, which says where each thread's parking
+# record lies in its TLS and how the record is laid out (docs/design.md
+# §5.17), and each thread's TLS is found from its %fs_base. Holders: a
+# mutex the shim runs keeps its holder's registry slot in its lock word and
+# the holder's thread id in glibc's __owner, a write-locked rwlock its
+# writer's slot in its word and the id in glibc's __cur_writer; both must
+# name one thread of the process. The lock's type is shown where the
+# program's debug information has the symbol's. Not shown: how long a thread has waited
+# (the lot keeps no time per park), and tasks that park on a guest record
+# (clone(CLONE_VM) without CLONE_SETTLS).
+import struct
+
+import gdb
+
+_MAGIC = 0x544C4B50
+_VERSION = 1
+_LAYOUT = "<IIqIIIIIIIIII2I"  # parklot_debug_info, 64 bytes
+
+
+def _read(addr, size):
+    return bytes(gdb.selected_inferior().read_memory(addr, size))
+
+
+def _u32(addr):
+    return struct.unpack("<I", _read(addr, 4))[0]
+
+
+def _i32(addr):
+    return struct.unpack("<i", _read(addr, 4))[0]
+
+
+def _u64(addr):
+    return struct.unpack("<Q", _read(addr, 8))[0]
+
+
+def _debug_info():
+    try:
+        addr = int(gdb.parse_and_eval("(unsigned long)&parklot_debug_info"))
+    except gdb.error:
+        return None
+    f = struct.unpack(_LAYOUT, _read(addr, 64))
+    info = {
+        "magic": f[0], "version": f[1], "tls_offset": f[2], "size": f[3],
+        "key": f[4], "parker": f[5], "queued": f[6], "slot": f[7],
+        "locked": f[8], "slot_shift": f[9],
+        "writer": f[10], "rw_shift": f[11], "rw_bits": f[12],
+    }
+    if info["magic"] != _MAGIC:
+        raise gdb.GdbError("parklot: parklot_debug_info has a bad magic number")
+    if info["version"] != _VERSION:
+        raise gdb.GdbError("parklot: parklot_debug_info version %d, this "
+                           "extension reads %d" % (info["version"], _VERSION))
+    if info["tls_offset"] == 0:
+        raise gdb.GdbError("parklot: the shim's constructor has not run yet")
+    return info
+
+
+def _symbol(addr):
+    out = gdb.execute("info symbol 0x%x" % addr, to_string=True).strip()
+    if out.startswith("No symbol"):
+        return None, None
+    name = out.split(" in section ")[0]
+    base = name.split(" + ")[0]
+    kind = None
+    try:
+        sym = gdb.lookup_global_symbol(base) or gdb.lookup_static_symbol(base)
+        if sym is not None and " + " not in name:
+            kind = str(sym.type)
+    except gdb.error:
+        pass
+    return name, kind
+
+
+class _Record:
+    def __init__(self, thread, info):
+        self.thread = thread
+        fs_base = int(gdb.parse_and_eval("(unsigned long)$fs_base"))
+        rec = fs_base + info["tls_offset"]
+        self.parker = _u32(rec + info["parker"])
+        self.key = _u64(rec + info["key"])
+        self.slot = _u32(rec + info["slot"])
+        self.queued = (self.parker & info["queued"]) != 0
+
+    def name(self):
+        return "Thread %d (LWP %d)" % (self.thread.num, self.thread.ptid[1])
+
+
+def _holder(key, records, info):
+    """The record of the thread holding the lock at `key` and the glibc
+    field that names it, or (None, None). A lock word of the shim names the
+    holder's registry slot and glibc's field its thread id: both must name
+    the same thread, which rules out words of other kinds."""
+    by_lwp = {r.thread.ptid[1]: r for r in records}
+    word = _u32(key)
+    # A mutex: locked bit, slot << shift; glibc's __owner at offset 8.
+    if word & info["locked"]:
+        r = by_lwp.get(_i32(key + 8))
+        slot = word >> info["slot_shift"]
+        if r is not None and slot != 0 and r.slot == slot:
+            return r, "__owner"
+    # An rwlock held for writing: writer bit, slot in its field; glibc's
+    # __cur_writer at offset 24.
+    if word & info["writer"]:
+        r = by_lwp.get(_i32(key + 24))
+        slot = (word >> info["rw_shift"]) & ((1 << info["rw_bits"]) - 1)
+        if r is not None and slot != 0 and r.slot == slot:
+            return r, "__cur_writer"
+    return None, None
+
+
+class InfoParklot(gdb.Command):
+    """List the threads parked in parklot, what they wait on, its holder, and
+wait-for cycles (deadlocks). Live processes and core files."""
+
+    def __init__(self):
+        super().__init__("info parklot", gdb.COMMAND_STATUS)
+
+    def invoke(self, arg, from_tty):
+        info = _debug_info()
+        if info is None:
+            print("parklot: the shim is not loaded in this process")
+            return
+        inferior = gdb.selected_inferior()
+        current = gdb.selected_thread()
+        records = []
+        try:
+            for t in sorted(inferior.threads(), key=lambda t: t.num):
+                t.switch()
+                records.append(_Record(t, info))
+        finally:
+            if current is not None:
+                current.switch()
+        parked = [r for r in records if r.queued]
+        print("parklot: %d of %d threads parked" % (len(parked), len(records)))
+        waits_for = {}
+        for r in parked:
+            name, kind = _symbol(r.key)
+            where = "0x%x" % r.key + (" <%s>" % name if name else "")
+            if kind:
+                where += " (%s)" % kind
+            holder, how = _holder(r.key, records, info)
+            line = "  %s waits on %s" % (r.name(), where)
+            if holder is not None:
+                line += ", held by %s (%s)" % (holder.name(), how)
+                waits_for[r.thread.num] = (holder, name or "0x%x" % r.key)
+            print(line)
+        # Each thread waits for at most one holder: follow the chains.
+        reported = set()
+        for start in sorted(waits_for):
+            path, seen = [], {}
+            num = start
+            while num in waits_for and num not in seen:
+                seen[num] = len(path)
+                holder, lock = waits_for[num]
+                path.append((num, lock))
+                num = holder.thread.num
+            if num in seen:
+                cycle = path[seen[num]:]
+                key = frozenset(n for n, _ in cycle)
+                if key in reported:
+                    continue
+                reported.add(key)
+                text = " -> ".join("Thread %d -> %s" % (n, lock) for n, lock in cycle)
+                print("deadlock: %s -> Thread %d" % (text, cycle[0][0]))
+
+
+InfoParklot()
