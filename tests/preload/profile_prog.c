@@ -18,7 +18,7 @@
  *                           each, holding their lock 8 ms at a time, about
  *                           35 contended acquisitions per lock in 0.6 s;
  *                           prints alpha=ADDR beta=ADDR and wall_ns=N
- *   profile_prog one_wait   one contended wait of about 100 us
+ *   profile_prog one_wait   one contended wait, tens of microseconds long
  *
  * two_locks also prints alpha=ADDR beta=ADDR (the profile's lock frames).
  *
@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,6 +57,50 @@ static void spin_for(int64_t ns) {
 static void fail(const char* what, int rc) {
   fprintf(stderr, "profile_prog: %s: %s\n", what, strerror(rc));
   exit(2);
+}
+
+/* --- Waits the holder sees begin -------------------------------------- */
+
+/* Which wait the waiter is about to enter (a number that grows from wait
+ * to wait), and the waiter's thread id: a holder releases only once it has
+ * seen the waiter asleep in that wait (await_asleep). Released on a timer
+ * instead, a waiter the scheduler ran late (a loaded machine, both threads
+ * on one CPU) found the lock free and did not contend at all. */
+static int g_step = -1;
+static pid_t g_waiter_tid;
+
+/* The waiter's side: the calling thread is the waiter, about to enter
+ * wait `step`. */
+static void enter(int step) {
+  __atomic_store_n(&g_waiter_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
+  __atomic_store_n(&g_step, step, __ATOMIC_RELEASE);
+}
+
+/* The state letter of thread `tid` in /proc/self/task/TID/stat ('?' if
+ * unreadable). */
+static char thread_state(pid_t tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return '?';
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char* paren = strrchr(buf, ')'); /* the name may hold spaces */
+  return paren != NULL && paren[1] == ' ' ? paren[2] : '?';
+}
+
+/* The holder's side: returns once the waiter entered wait `step` and then
+ * slept. Past enter() it makes no blocking call but the wait, so it is
+ * parked there (its spinning, if any, is over). */
+static void await_asleep(int step) {
+  while (__atomic_load_n(&g_step, __ATOMIC_ACQUIRE) != step) {
+  }
+  while (thread_state(__atomic_load_n(&g_waiter_tid, __ATOMIC_RELAXED)) !=
+         'S') {
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+  }
 }
 
 /* --- two_locks --------------------------------------------------------- */
@@ -165,24 +210,26 @@ static void long_waits(void) {
   printf("wall_ns=%lld\n", (long long)(now_ns() - start));
 }
 
-static volatile int g_holding;
+static int g_holding;
 
 static void* one_holder(void* arg) {
   (void)arg;
   pthread_mutex_lock(&g_alpha);
   __atomic_store_n(&g_holding, 1, __ATOMIC_RELEASE);
-  sleep_ns(100000);
+  await_asleep(0);
   pthread_mutex_unlock(&g_alpha);
   return NULL;
 }
 
-/* main waits about 100 us for the lock the other thread holds. */
+/* main waits for the lock the other thread holds until main sleeps on it:
+ * one contended wait, tens of microseconds long. */
 static void one_wait(void) {
   pthread_t t;
   const int rc = pthread_create(&t, NULL, one_holder, NULL);
   if (rc != 0) fail("pthread_create", rc);
   while (!__atomic_load_n(&g_holding, __ATOMIC_ACQUIRE)) {
   }
+  enter(0);
   pthread_mutex_lock(&g_alpha);
   pthread_mutex_unlock(&g_alpha);
   pthread_join(t, NULL);
@@ -200,7 +247,7 @@ static pthread_mutex_t g_cond_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
 static int g_cond_ready;
 
-/* The waiter's side: each of these waits about 1 ms for the holder. */
+/* The waiter's side: each of these waits for the holder. */
 NOINLINE void wait_recursive(void) {
   pthread_mutex_lock(&g_recursive);
   pthread_mutex_lock(&g_recursive); /* held twice: two unlocks release it */
@@ -287,10 +334,11 @@ NOINLINE void sync_barrier(void) {
   NOT_A_TAIL_CALL();
 }
 
-enum { kRounds = 40 };
+enum { kRounds = 40, kStepsPerRound = 8 };
 
-/* Each round one thread holds every lock and releases them 1 ms apart, in
- * the order the other thread waits for them; then they swap. */
+/* Each round one thread holds every lock and releases each once the other
+ * thread sleeps waiting for it, in the order it waits for them; then they
+ * swap. */
 static void* kinds_thread(void* arg) {
   const int me = (int)(intptr_t)arg;
   for (int round = 0; round < kRounds; ++round) {
@@ -300,31 +348,43 @@ static void* kinds_thread(void* arg) {
       pthread_mutex_lock(&g_timed);
       pthread_rwlock_wrlock(&g_rw);
       sync_barrier();
+      await_asleep(round * kStepsPerRound + 0);
       spin_for(1000000);
       release_recursive();
+      await_asleep(round * kStepsPerRound + 1);
       spin_for(1000000);
       release_errorcheck();
+      await_asleep(round * kStepsPerRound + 2);
       spin_for(1000000);
       release_timed();
+      await_asleep(round * kStepsPerRound + 3);
       spin_for(1000000);
       release_rw();
+      await_asleep(round * kStepsPerRound + 4);
       spin_for(1000000);
       post_sem();
+      await_asleep(round * kStepsPerRound + 5);
       spin_for(1000000);
       arrive_barrier();
       spin_for(1000000);
       signal_cond();
     } else {
       sync_barrier();
+      enter(round * kStepsPerRound + 0);
       wait_recursive();
+      enter(round * kStepsPerRound + 1);
       wait_errorcheck();
+      enter(round * kStepsPerRound + 2);
       wait_timed();
+      enter(round * kStepsPerRound + 3);
       if (round % 4 < 2) {
         wait_rdlock();
       } else {
         wait_wrlock();
       }
+      enter(round * kStepsPerRound + 4);
       wait_sem();
+      enter(round * kStepsPerRound + 5);
       wait_barrier();
       wait_cond();
     }

@@ -147,7 +147,8 @@ for i in 1 2 3; do
 done
 
 # A process that waited but sampled nothing says so in one line (here one
-# wait of about 100 us at one sample per second of wait: 1 in 10000).
+# wait of tens of microseconds at one sample per second of wait: kept about
+# once in 10^4 to 10^5 runs).
 run nothing one_wait PARKLOT_PROFILE="$work/nothing.prof" PARKLOT_PROFILE_RATE=1000000000
 [ ! -e nothing.prof ] || fail "one_wait: a profile was written"
 grep -q '^parklot: PARKLOT_PROFILE: pid [0-9]* sampled none of its 1 contended waits' "$work/nothing.err" ||
