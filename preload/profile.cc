@@ -64,37 +64,57 @@ constexpr uint64_t kCountOne = uint64_t{1} << kCountBits;
 
 // --- The slot table --------------------------------------------------------
 
-// One claim per lock address with sampled waiters: `key` is the address
-// and, in its top 16 bits, how many sampled waiters wait for it (0: a free
-// slot); `holder` is the address and, in its top 16 bits, 1 + the stack
-// table index of the last release that recorded its stack for it (0: that
-// release's stack was not stored); `recorded_ns` is when that release
-// recorded (0: none yet).
-// User addresses fit in 48 bits (x86-64's 4-level paging; a lock above,
-// possible only with 5-level paging and an explicit hint, is sampled
-// without its holder).
+// One claim per lock address with contended waiters in progress: `key` is
+// the address and, in its top 16 bits, how many such waiters wait for it
+// (0: a free slot). User addresses fit in 48 bits (x86-64's 4-level
+// paging; a lock above, possible only with 5-level paging and an explicit
+// hint, is sampled without its holder).
 constexpr int kCountShift = 48;
 constexpr uint64_t kAddressMask = (uint64_t{1} << kCountShift) - 1;
 constexpr uint64_t kOneWaiter = uint64_t{1} << kCountShift;
 static_assert(kStacks < 0xffff, "a stack index + 1 fits 16 bits");
-struct alignas(32) Slot {
+struct Slot {
   std::atomic<uint64_t> key;
-  std::atomic<uint64_t> holder;
-  std::atomic<int64_t> recorded_ns;
 };
 // A lookup reads one group, one cache line; at most this many locks with
 // contended waiters at once hash to a group before a claim is dropped.
-constexpr unsigned kSlotGroupBits = 10;
-constexpr uint32_t kSlotsPerGroup = 2;
+constexpr unsigned kSlotGroupBits = 8;
+constexpr uint32_t kSlotsPerGroup = 8;
 constexpr uint32_t kSlots = (1u << kSlotGroupBits) * kSlotsPerGroup;
 static_assert(sizeof(Slot) * kSlotsPerGroup == 64, "a group is a cache line");
-// Each slot's due cells, one cache line: when each of up to kDues waiters
-// of the lock will have waited its threshold (0: a free cell). A waiter
-// beyond them is sampled without a fresh holder (counted as such).
-constexpr uint32_t kDues = 8;
-struct alignas(64) Dues {
-  std::atomic<int64_t> at[kDues];
+
+// Each slot's releases, one cache line, written by the releases of the
+// slot's lock while it has a claim (so never by two locks at once), read
+// by its waiters once they hold the lock.
+// - `lock`: whose release sites these are (a slot may serve another lock
+//   later: its sites are then forgotten).
+// - `holder`: the last release, as the address and, in its top 16 bits,
+//   1 + the stack table index of its stack (0: not stored).
+// - `releases`: how many releases recorded (when to refresh a site).
+// - `walked_ns`: when a release of the slot last walked its stack.
+// - `site`: the stacks of the last kSites release sites (the program's
+//   call of unlock, sem_post, ...), as the site in the low 48 bits and
+//   1 + the stack's index in the top 16.
+constexpr uint32_t kSites = 4;
+struct alignas(64) Releases {
+  std::atomic<uintptr_t> lock;
+  std::atomic<uint64_t> holder;
+  std::atomic<uint64_t> releases;
+  std::atomic<int64_t> walked_ns;
+  std::atomic<uint64_t> site[kSites];
 };
+static_assert(sizeof(Releases) == 64, "a slot's releases are a cache line");
+
+// Walking a stack costs 1-2 us inside the releaser's critical section, so
+// a release reuses the stack last walked at its site, and walks only for a
+// site its slot does not know (at most once per kWalkEveryNs per slot:
+// hot locks released from more than kSites places would otherwise walk at
+// every release) or to refresh a known one (once per kRefreshEvery
+// releases, at most once per kRefreshEveryNs: the same call of unlock
+// reached from other callers has other outer frames).
+constexpr int64_t kWalkEveryNs = 50000;
+constexpr uint64_t kRefreshEvery = 64;
+constexpr int64_t kRefreshEveryNs = 1000000;
 
 // The locks sampled waits were for, each with its first sampled waiter's
 // call site, for the files' header; locks beyond the table are not listed.
@@ -104,21 +124,14 @@ struct LockEntry {
   std::atomic<uintptr_t> site;
 };
 
-// While a waiter is due, a release records its stack unless one recorded
-// for the lock less than this long ago: a waiter parked through thousands of short critical sections
-// (threads outnumbering CPUs) would otherwise have each of them walk its
-// stack, 1-2 us apiece, inside the critical section. So the release a wait
-// is charged to is the one that let the waiter in, or one of the same lock
-// at most this long before it.
-constexpr int64_t kRecordEveryNs = 50000;
-
 // What did not make it into the files, and how many sampled waits did.
-// `waits` and `wait_ns` (all profiled waits that acquired, for the line
-// that says none was sampled) on a cache line of their own.
+// `waits` and `wait_ns`: contended waits until the first one sampled, for
+// the line that says none was (counted no further: every contended wait
+// would otherwise write this line).
 struct alignas(64) Counts {
   std::atomic<uint64_t> waits;
   std::atomic<uint64_t> wait_ns;
-  alignas(64) std::atomic<uint64_t> locks_full;  // locks not listed
+  std::atomic<uint64_t> locks_full;     // locks not listed
   std::atomic<uint64_t> sampled;        // sampled waits that acquired
   std::atomic<uint64_t> no_stack;       // ... whose waiter stack was lost
   std::atomic<uint64_t> no_holder;      // ... whose holder stack was lost
@@ -129,7 +142,7 @@ struct alignas(64) Counts {
 
 StackEntry* g_stacks = nullptr;  // kStacks
 Slot* g_slots = nullptr;         // kSlots, in groups of kSlotsPerGroup
-Dues* g_dues = nullptr;          // kSlots, one per slot
+Releases* g_releases = nullptr;  // kSlots, one per slot
 LockEntry* g_locks = nullptr;    // kLocks
 Counts* g_counts = nullptr;
 uint32_t g_rate = 1;
@@ -140,16 +153,15 @@ uintptr_t g_shim_end = 0;
 
 // --- This thread -------------------------------------------------------------
 
-// This thread's sampled wait in progress, if any. One at a time: a wait in
-// a signal handler that interrupted a sampled wait is not sampled. A wait
-// left by siglongjmp from a handler never finishes; `frame` (an address in
-// the frame that began it) tells the next sampled wait that it is gone (it
-// was deeper in the stack), and that one releases its claim.
+// This thread's profiled wait in progress, if any. One at a time: a wait
+// in a signal handler that interrupted a profiled wait is not profiled. A
+// wait left by siglongjmp from a handler never finishes; `frame` (an
+// address in the frame that began it) tells the next profiled wait that it
+// is gone (it was deeper in the stack), and that one releases its claim.
 struct ThreadClaim {
   uint64_t number;  // 0: none
   uintptr_t lock;
   int32_t slot;     // -1: no slot (the holder is not tracked)
-  int32_t due;      // its cell in g_dues[slot]; -1: none
   uintptr_t frame;
 };
 constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadClaim
@@ -282,7 +294,7 @@ Slot* GroupOf(uintptr_t lock) {
   return &g_slots[FibonacciHash(lock, kSlotGroupBits) * kSlotsPerGroup];
 }
 
-// Claims `lock`'s slot for one more sampled waiter; the slot's index, or
+// Claims `lock`'s slot for one more contended waiter; the slot's index, or
 // -1 if its group is full (counted).
 int32_t Claim(uintptr_t lock) {
   if (lock > kAddressMask) return -1;
@@ -304,29 +316,6 @@ int32_t Claim(uintptr_t lock) {
   return -1;
 }
 
-// Writes `due` into a free cell of `slot`'s; the cell's index, or -1.
-int32_t AddDue(int32_t slot, int64_t due) {
-  Dues& d = g_dues[slot];
-  for (uint32_t i = 0; i < kDues; ++i) {
-    int64_t cur = d.at[i].load(std::memory_order_relaxed);
-    if (cur == 0 &&
-        d.at[i].compare_exchange_strong(cur, due, std::memory_order_relaxed)) {
-      return static_cast<int32_t>(i);
-    }
-  }
-  return -1;
-}
-
-// Whether a waiter with a cell in `slot` is due at `now`.
-bool AnyDue(int32_t slot, int64_t now) {
-  const Dues& d = g_dues[slot];
-  for (uint32_t i = 0; i < kDues; ++i) {
-    const int64_t at = d.at[i].load(std::memory_order_relaxed);
-    if (at != 0 && at <= now) return true;
-  }
-  return false;
-}
-
 // Gives back one claim on `slot` for `lock`. A slot that no longer holds
 // the claim (a fork child's reset) is left alone.
 void Unclaim(int32_t slot, uintptr_t lock) {
@@ -346,10 +335,7 @@ void ReleaseClaim() {
   const ThreadClaim c = t_claim;
   t_claim.number = 0;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (c.slot >= 0) {
-    if (c.due >= 0) g_dues[c.slot].at[c.due].store(0, std::memory_order_relaxed);
-    Unclaim(c.slot, c.lock);
-  }
+  if (c.slot >= 0) Unclaim(c.slot, c.lock);
   uint32_t n = g_profile_waits.load(std::memory_order_relaxed);
   while (n != 0 && !g_profile_waits.compare_exchange_weak(
                        n, n - 1, std::memory_order_relaxed)) {
@@ -384,9 +370,7 @@ void WriteView(bool holders) {
   f.Append(ExecutablePath());
   f.Append("\n# ");
   f.AppendDecimal(sampled);
-  f.Append(" sampled waits of ");
-  f.AppendDecimal(c.waits.load(std::memory_order_relaxed));
-  f.Append(" contended, by wait time: a wait of d ns kept with probability "
+  f.Append(" sampled waits, by wait time: a wait of d ns kept with probability "
            "min(1, d / ");
   f.AppendDecimal(g_rate);
   f.Append("), counted as max(1, ");
@@ -471,9 +455,9 @@ int FindShim(struct dl_phdr_info* info, size_t, void* arg) {
 void EnableProfile(const Config& config) {
   constexpr size_t stacks = kStacks * sizeof(StackEntry);
   constexpr size_t slots = kSlots * sizeof(Slot);
-  constexpr size_t dues = kSlots * sizeof(Dues);
+  constexpr size_t releases = kSlots * sizeof(Releases);
   constexpr size_t locks = kLocks * sizeof(LockEntry);
-  constexpr size_t bytes = stacks + slots + dues + locks + sizeof(Counts);
+  constexpr size_t bytes = stacks + slots + releases + locks + sizeof(Counts);
   // No reserve: most of the stack table stays untouched.
   void* p = MapAnonymous(bytes, /*reserve=*/false);
   if (p == nullptr) {
@@ -484,9 +468,10 @@ void EnableProfile(const Config& config) {
   char* base = static_cast<char*>(p);
   g_stacks = reinterpret_cast<StackEntry*>(base);
   g_slots = reinterpret_cast<Slot*>(base + stacks);
-  g_dues = reinterpret_cast<Dues*>(base + stacks + slots);
-  g_locks = reinterpret_cast<LockEntry*>(base + stacks + slots + dues);
-  g_counts = reinterpret_cast<Counts*>(base + stacks + slots + dues + locks);
+  g_releases = reinterpret_cast<Releases*>(base + stacks + slots);
+  g_locks = reinterpret_cast<LockEntry*>(base + stacks + slots + releases);
+  g_counts =
+      reinterpret_cast<Counts*>(base + stacks + slots + releases + locks);
   g_rate = static_cast<uint32_t>(config.profile_rate);
   ShimRange r{reinterpret_cast<uintptr_t>(&EnableProfile), 0, 0};
   dl_iterate_phdr(FindShim, &r);
@@ -506,20 +491,17 @@ void ProfileWait::Begin(const void* lock) {
     if (t_claim.frame > frame) return;
     ReleaseClaim();
   }
-  // Every contended wait pays these: a clock read, a draw, a claim and a
-  // due cell (docs/design.md §5.15 measures them); the stack walks only a
-  // sampled one.
+  // Every contended wait pays these: two clock reads, a claim and the
+  // count of waits in progress (docs/diagnostics.md measures them); only a
+  // sampled one walks a stack.
   const int64_t start = MonotonicNanos();
-  const int64_t threshold = DrawThreshold();
   t_walking = true;
   const int32_t slot = Claim(key);
-  const int32_t due = slot >= 0 ? AddDue(slot, start + threshold) : -1;
   t_walking = false;
   lock_ = key;
   claim_ = ++t_claims;
   t_claim.lock = key;
   t_claim.slot = slot;
-  t_claim.due = due;
   t_claim.frame = frame;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_claim.number = claim_;
@@ -527,7 +509,6 @@ void ProfileWait::Begin(const void* lock) {
   // claim, which is already in its slot.
   g_profile_waits.fetch_add(1, std::memory_order_acq_rel);
   start_ns_ = start;
-  threshold_ns_ = threshold;
 }
 
 void ProfileWait::Finish(bool acquired) {
@@ -537,13 +518,14 @@ void ProfileWait::Finish(bool acquired) {
   // thread's wait in progress any more.
   if (t_claim.number != claim) return;
   const int64_t delay = MonotonicNanos() - start_ns_;
-  if (acquired && delay > 0) {
-    const auto ns = static_cast<uint64_t>(delay);
-    Counts& c = *g_counts;
+  Counts& c = *g_counts;
+  if (acquired && delay > 0 && c.sampled.load(std::memory_order_relaxed) == 0) {
+    // For the line that says none was sampled, until one is.
     c.waits.fetch_add(1, std::memory_order_relaxed);
-    c.wait_ns.fetch_add(ns, std::memory_order_relaxed);
+    c.wait_ns.fetch_add(static_cast<uint64_t>(delay),
+                        std::memory_order_relaxed);
   }
-  if (acquired && delay >= threshold_ns_) {
+  if (acquired && delay >= DrawThreshold()) {
     const auto ns = static_cast<uint64_t>(delay);
     const uint64_t rate = g_rate;
     // Kept with probability min(1, d / rate): a shorter wait stands for
@@ -551,7 +533,6 @@ void ProfileWait::Finish(bool acquired) {
     // block profile).
     const uint64_t weight = ns >= rate ? kCountOne : (rate << kCountBits) / ns;
     const uint64_t charged = ns >= rate ? ns : rate;
-    Counts& c = *g_counts;
     c.sampled.fetch_add(1, std::memory_order_relaxed);
     // The waiter's stack, walked now that the wait is known to be sampled
     // (inside the caller's critical section: 1-2 us, per sampled wait).
@@ -567,16 +548,15 @@ void ProfileWait::Finish(bool acquired) {
       c.no_stack.fetch_add(1, std::memory_order_relaxed);
     }
     // The last release that recorded for this lock: the one that let this
-    // thread in (its store preceded the release this acquisition read), if
-    // it recorded at most kRecordEveryNs before this wait began or later.
+    // thread in (its store preceded the release this acquisition read),
+    // unless that one released in the moment between this thread's first
+    // attempt and its claim, when it did not know of this wait; the lock's
+    // release before it stands in then.
     const int32_t slot = t_claim.slot;
     const uint64_t h =
-        slot >= 0 ? g_slots[slot].holder.load(std::memory_order_acquire) : 0;
-    const int64_t at =
-        slot >= 0 ? g_slots[slot].recorded_ns.load(std::memory_order_relaxed)
+        slot >= 0 ? g_releases[slot].holder.load(std::memory_order_acquire)
                   : 0;
-    if (h != 0 && (h & kAddressMask) == lock_ && (h >> kCountShift) != 0 &&
-        at >= start_ns_ - kRecordEveryNs) {
+    if ((h & kAddressMask) == lock_ && (h >> kCountShift) != 0) {
       StackEntry& e = g_stacks[(h >> kCountShift) - 1];
       e.woke.fetch_add(weight, std::memory_order_relaxed);
       e.woke_ns.fetch_add(charged, std::memory_order_relaxed);
@@ -587,32 +567,61 @@ void ProfileWait::Finish(bool acquired) {
   ReleaseClaim();
 }
 
-void ProfileReleaseSlow(const void* lock) {
+// Records the calling release of `lock`, called from `site`, as the
+// holder in `r`: the stack last walked at `site` if the slot knows it,
+// else (or to refresh it) a walk, if the slot's walks allow one now.
+void RecordRelease(Releases& r, uintptr_t lock, uintptr_t site) {
+  if (r.lock.load(std::memory_order_relaxed) != lock) {
+    for (auto& e : r.site) e.store(0, std::memory_order_relaxed);
+    r.lock.store(lock, std::memory_order_relaxed);
+  }
+  // Releases of one lock are serialized, but for a read lock's: two
+  // readers may count one release, which only shifts a refresh.
+  const uint64_t n = r.releases.load(std::memory_order_relaxed) + 1;
+  uint64_t known = 0;  // site | (stack + 1) << 48, or 0
+  uint32_t at = static_cast<uint32_t>(n % kSites);  // where a new site goes
+  for (uint32_t i = 0; i < kSites; ++i) {
+    const uint64_t e = r.site[i].load(std::memory_order_relaxed);
+    if (e != 0 && (e & kAddressMask) == site) {
+      known = e;
+      at = i;
+      break;
+    }
+  }
+  const uint64_t known_stack = known & ~kAddressMask;
+  uint64_t holder = lock | known_stack;  // without a stack if none known
+  if (known == 0 || n % kRefreshEvery == 0) {
+    const int64_t now = MonotonicNanos();
+    int64_t last = r.walked_ns.load(std::memory_order_relaxed);
+    const int64_t every = known != 0 ? kRefreshEveryNs : kWalkEveryNs;
+    if ((last == 0 || now - last >= every) &&
+        r.walked_ns.compare_exchange_strong(last, now,
+                                            std::memory_order_relaxed)) {
+      t_walking = true;
+      const int32_t stack = CurrentStack(lock);
+      t_walking = false;
+      g_counts->release_walks.fetch_add(1, std::memory_order_relaxed);
+      // A stack that found no room is recorded as lost.
+      const uint64_t tag = static_cast<uint64_t>(stack + 1) << kCountShift;
+      if (stack >= 0) r.site[at].store(site | tag, std::memory_order_relaxed);
+      holder = lock | tag;
+    }
+  }
+  r.releases.store(n, std::memory_order_relaxed);
+  // Before the release itself: the waiter it lets in reads this after its
+  // acquisition.
+  r.holder.store(holder, std::memory_order_release);
+}
+
+void ProfileReleaseSlow(const void* lock, const void* site) {
   const auto key = reinterpret_cast<uintptr_t>(lock);
   if (t_walking || key > kAddressMask) return;
   Slot* group = GroupOf(key);
   for (uint32_t i = 0; i < kSlotsPerGroup; ++i) {
     const uint64_t k = group[i].key.load(std::memory_order_acquire);
     if ((k & kAddressMask) != key || (k >> kCountShift) == 0) continue;
-    // Only when a waiter let in now would be sampled, one release at a
-    // time (readers release concurrently), and not again within
-    // kRecordEveryNs.
-    const int64_t now = MonotonicNanos();
-    if (!AnyDue(static_cast<int32_t>(&group[i] - g_slots), now)) return;
-    int64_t last = group[i].recorded_ns.load(std::memory_order_relaxed);
-    if ((last != 0 && now - last < kRecordEveryNs) ||
-        !group[i].recorded_ns.compare_exchange_strong(
-            last, now, std::memory_order_relaxed)) {
-      return;
-    }
-    t_walking = true;
-    const int32_t stack = CurrentStack(key);
-    t_walking = false;
-    g_counts->release_walks.fetch_add(1, std::memory_order_relaxed);
-    // Before the release itself: the waiter it lets in reads this after
-    // its acquisition. A stack that found no room is recorded as lost.
-    group[i].holder.store(key | static_cast<uint64_t>(stack + 1) << kCountShift,
-                          std::memory_order_release);
+    RecordRelease(g_releases[&group[i] - g_slots], key,
+                  reinterpret_cast<uintptr_t>(site) & kAddressMask);
     return;
   }
 }
@@ -649,8 +658,13 @@ void ProfileResetInChild() {
   if (g_counts == nullptr) return;
   for (uint32_t i = 0; i < kSlots; ++i) {
     g_slots[i].key.store(0, std::memory_order_relaxed);
-    g_slots[i].holder.store(0, std::memory_order_relaxed);
-    g_slots[i].recorded_ns.store(0, std::memory_order_relaxed);
+    Releases& r = g_releases[i];
+    if (r.lock.load(std::memory_order_relaxed) == 0) continue;
+    r.lock.store(0, std::memory_order_relaxed);
+    r.holder.store(0, std::memory_order_relaxed);
+    r.releases.store(0, std::memory_order_relaxed);
+    r.walked_ns.store(0, std::memory_order_relaxed);
+    for (auto& e : r.site) e.store(0, std::memory_order_relaxed);
   }
   g_profile_waits.store(0, std::memory_order_relaxed);
   // Only the entries that hold figures are written: the rest of the table
@@ -664,9 +678,6 @@ void ProfileResetInChild() {
       e.woke.store(0, std::memory_order_relaxed);
       e.woke_ns.store(0, std::memory_order_relaxed);
     }
-  }
-  for (uint32_t i = 0; i < kSlots; ++i) {
-    for (auto& at : g_dues[i].at) at.store(0, std::memory_order_relaxed);
   }
   for (uint32_t i = 0; i < kLocks; ++i) {
     if (g_locks[i].lock.load(std::memory_order_relaxed) != 0) {

@@ -22,28 +22,29 @@
 // min(1, d / PARKLOT_PROFILE_RATE); a sample shorter than the rate counts
 // rate / d waits of rate ns each, so the files' counts and delays are
 // unbiased estimates of all waits ("sampling period=1": already scaled).
-// Every wait of at least the rate is kept. Drawn before the wait: a
-// threshold u, uniform in [1, rate]; the wait is sampled if it lasts at
-// least u ns, which a release can tell while the waiter still waits. An
-// acquisition is contended when its first attempt failed: spinning and
-// parking both count as its wait. Each stack's innermost frame is a
-// pseudo-frame, the lock's address, so pprof groups waits by lock; the
-// header lists each lock with its first sampled waiter's call site.
+// Every wait of at least the rate is kept. The decision is made when the
+// wait ends: a threshold u, uniform in [1, rate], and the wait is sampled
+// if it lasted at least u ns. An acquisition is contended when its first
+// attempt failed: spinning and parking both count as its wait. Each
+// stack's innermost frame is a pseudo-frame, the lock's address, so pprof
+// groups waits by lock; the header lists each lock with its first sampled
+// waiter's call site.
 //
 // How the unlocker's stack meets the waiter's delay, with no lock and no
 // allocation: every contended waiter, before it waits, claims an entry for
 // the lock's address in a small slot table (a count of waiters per
-// address) and writes the time its threshold passes (its due time) into
-// one of the slot's due cells. Every release of a lock first reads one
-// process-wide count of profiled waits in progress; only when it is
-// non-zero does it look the lock up in the slot table, and only when a
-// waiter of the lock is due (would be sampled if let in now) does it walk
-// its own stack and store the stack's index in the slot, before it
-// releases. A sampled waiter, once it holds the lock, walks its own stack
-// and reads the slot: the last release that recorded there is the one
-// that let it in. Both tables are fixed-size, mmap'ed when
-// profiling is on and never otherwise; a full table drops the sample and
-// counts it ("discarded samples" in the file).
+// address). Every release of a lock first reads one process-wide count of
+// contended waits in progress; only when it is non-zero does it look the
+// lock up in the slot table, and only when the lock has a claim does it
+// record itself as the lock's holder, before it releases: the stack last
+// walked at its call site (the slot keeps a few sites' stacks), or a walk
+// of its own stack when the site is new (at most one such walk per 50 us
+// per lock) or due a refresh (every 64th release, at most once per ms).
+// A sampled waiter, once it holds the lock, walks its own stack and reads
+// the slot: the last release that recorded there is the one that let it
+// in. The tables are fixed-size, mmap'ed when profiling is on and never
+// otherwise; a full table drops the sample and counts it ("discarded
+// samples" in the file).
 #ifndef PARKLOT_PRELOAD_PROFILE_H_
 #define PARKLOT_PRELOAD_PROFILE_H_
 
@@ -75,13 +76,15 @@ void ProfileResetInChild();
 extern std::atomic<uint32_t> g_profile_waits;
 
 // Before a release of `lock` (mutex or rwlock unlock, sem_post, barrier
-// arrival) that may end other threads' waits: if a waiter of `lock` is
-// due, records the caller's stack for it. One relaxed load when no
-// contended wait is in progress. Call only while ProfileOn().
-void ProfileReleaseSlow(const void* lock);
-inline void ProfileRelease(const void* lock) {
+// arrival) that may end other threads' waits, called from the program's
+// `site` (its call's return address; nullptr if unknown): if a contended
+// wait for `lock` is in progress, records the release's stack as the
+// lock's holder (the stack last walked at `site`, or a walk). One relaxed
+// load when no contended wait is in progress. Call only while ProfileOn().
+void ProfileReleaseSlow(const void* lock, const void* site);
+inline void ProfileRelease(const void* lock, const void* site) {
   if (g_profile_waits.load(std::memory_order_relaxed) != 0) {
-    ProfileReleaseSlow(lock);
+    ProfileReleaseSlow(lock, site);
   }
 }
 
@@ -113,7 +116,6 @@ class ProfileWait {
   uintptr_t lock_ = 0;
   uint64_t claim_ = 0;  // this thread's claim number; 0: not profiled
   int64_t start_ns_ = 0;
-  int64_t threshold_ns_ = 0;  // sampled if the wait lasts this long
 };
 
 }  // namespace parklot::preload

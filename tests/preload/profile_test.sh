@@ -195,7 +195,7 @@ done
 # The default, 1 ms of wait per sample, is the configuration's.
 run rate two_locks PARKLOT_PROFILE="$work/rate.prof" PARKLOT_PROFILE_RATE=4000
 check_file rate.prof 1
-grep -q '^# [0-9]* sampled waits .* min(1, d / 4000)' rate.prof || fail "rate.prof: no comment names the rate"
+grep -q '^# [0-9]* sampled waits.* min(1, d / 4000)' rate.prof || fail "rate.prof: no comment names the rate"
 # two_locks: a process that served nothing prints no statistics report.
 run default two_locks PARKLOT_PROFILE="$work/default.prof" PARKLOT_STATS=1
 grep -q '^config: .* profile_rate=1000000$' "$work/default.err" ||
