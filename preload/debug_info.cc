@@ -34,7 +34,10 @@ struct DebugInfo {
   uint32_t rwlock_writer_bit;
   uint32_t rwlock_slot_shift;
   uint32_t rwlock_slot_bits;
-  uint32_t reserved[2];
+  // int64_t: CLOCK_REALTIME_COARSE ns at the thread's last queueing; 0 in
+  // builds before the field existed (reserved fields read 0).
+  uint32_t parked_since_offset;
+  uint32_t reserved;
 };
 static_assert(sizeof(DebugInfo) == 64, "one cache line, a fixed layout");
 
@@ -50,6 +53,8 @@ constexpr uint32_t kKeyOffset = offsetof(parklot::ThreadData, waiter) +
                                 offsetof(parklot::Waiter, key);
 constexpr uint32_t kParkerOffset = offsetof(parklot::ThreadData, parker);
 constexpr uint32_t kSlotOffset = offsetof(parklot::ThreadData, slot);
+constexpr uint32_t kParkedSinceOffset =
+    offsetof(parklot::ThreadData, parked_since_ns);
 #pragma GCC diagnostic pop
 
 }  // namespace
@@ -71,7 +76,8 @@ parklot::preload::DebugInfo parklot_debug_info = {
         parklot::SharedMutexCore::kOwnerShift,
         static_cast<uint32_t>(__builtin_popcountll(
             parklot::SharedMutexCore::kOwnerMask)),
-        {},
+        kParkedSinceOffset,
+        0,
 };
 }  // extern "C"
 

@@ -516,6 +516,7 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
     b->Enqueue(&td->waiter);
     BucketTable::UnlockBucket(b);
   }
+  td->parked_since_ns = ClockNanos(CLOCK_REALTIME_COARSE);
   before_sleep();
   td->counters.Bump(td->counters.parks);
   registry::SetState(td, ThreadState::kParked);

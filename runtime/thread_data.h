@@ -90,6 +90,10 @@ struct ThreadData {
   // FUTEX_WAKE only if kParkerAsleep was set.
   std::atomic<uint32_t> parker{0};
   uintptr_t park_token = 0;    // guarded by the bucket lock
+  // When the thread last queued: CLOCK_REALTIME_COARSE in ns (a few ns per
+  // park through the vDSO; a debugger's "waiting since", live and in a core
+  // file, whose own time is wall-clock). Read only by debuggers.
+  int64_t parked_since_ns = 0;
   uintptr_t unpark_token = 0;  // written before parker is released
   uint32_t slot = kNoSlot;  // owner id, see kMaxSlotId
   uint32_t index = 0;       // dense registry index, reused after exit

@@ -50,6 +50,13 @@ check_view() {  # LABEL FILE
   grep -Eq "^deadlock: Thread [0-9]+ -> lock_[ab] -> Thread [0-9]+ -> lock_[ab] -> Thread [0-9]+$" "$out" ||
     fail "$label: the deadlock cycle"
   [ "$(grep -c '^deadlock:' "$out")" -eq 1 ] || fail "$label: one cycle, reported once"
+  # Every parked thread says when it queued and how long it has waited,
+  # bounded by this test's own run.
+  [ "$(grep -Ec ' waits on .*, parked since [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} \([0-9]+\.[0-9]{3} s\)' "$out")" -eq 4 ] ||
+    fail "$label: four 'parked since HH:MM:SS.mmm (S s)'"
+  sed -n 's/.*parked since [0-9:.]* (\([0-9]*\)\.[0-9]* s).*/\1/p' "$out" |
+    while read -r s; do [ "$s" -lt 300 ] || echo "age $s s"; done | grep -q . &&
+    fail "$label: a wait older than this test"
   grep -q "^\$1 = $a$" "$out" || fail "$label: lock_a's __owner is not crossed_a's tid $a"
   grep -q "^\$2 = $b$" "$out" || fail "$label: lock_b's __owner is not crossed_b's tid $b"
   grep -q "^\$3 = $main$" "$out" || fail "$label: held_rwlock's __cur_writer is not main's tid $main"
@@ -66,6 +73,10 @@ if [ -s "$work/core" ]; then
     >"$work/core.out" 2>&1
   sed 's/^/  core | /' "$work/core.out" | grep -v '^  core | \[New LWP'
   check_view "core file" "$work/core.out"
+  # The core holds the same queueing times as the live process showed.
+  since() { grep -o 'parked since [0-9:.]*' "$1" | sort; }
+  [ "$(since "$work/live.out")" = "$(since "$work/core.out")" ] ||
+    fail "core file: the parked-since times differ from the live view's"
 else
   fail "gdb wrote no core file"
 fi

@@ -14,10 +14,14 @@
 # the holder's thread id in glibc's __owner, a write-locked rwlock its
 # writer's slot in its word and the id in glibc's __cur_writer; both must
 # name one thread of the process. The lock's type is shown where the
-# program's debug information has the symbol's. Not shown: how long a thread has waited
-# (the lot keeps no time per park), and tasks that park on a guest record
-# (clone(CLONE_VM) without CLONE_SETTLS).
+# program's debug information has the symbol's. Each parked thread shows the
+# time of day it queued and how long before now (a live process) or before
+# the core file was written it had waited. Not shown: tasks that park on a
+# guest record (clone(CLONE_VM) without CLONE_SETTLS).
+import os
+import re
 import struct
+import time
 
 import gdb
 
@@ -53,6 +57,7 @@ def _debug_info():
         "key": f[4], "parker": f[5], "queued": f[6], "slot": f[7],
         "locked": f[8], "slot_shift": f[9],
         "writer": f[10], "rw_shift": f[11], "rw_bits": f[12],
+        "since": f[13],  # 0: a shim that keeps no park time
     }
     if info["magic"] != _MAGIC:
         raise gdb.GdbError("parklot: parklot_debug_info has a bad magic number")
@@ -89,9 +94,36 @@ class _Record:
         self.key = _u64(rec + info["key"])
         self.slot = _u32(rec + info["slot"])
         self.queued = (self.parker & info["queued"]) != 0
+        self.since_ns = _u64(rec + info["since"]) if info["since"] else 0
 
     def name(self):
         return "Thread %d (LWP %d)" % (self.thread.num, self.thread.ptid[1])
+
+
+def _now_ns():
+    """Wall-clock ns of the process's "now": this moment for a live
+    process, the core file's modification time for a core (None if it
+    cannot be read)."""
+    target = gdb.execute("info target", to_string=True)
+    core = re.search(r"Local core dump file:\s*`([^']+)'", target)
+    if core is None:
+        return time.time_ns()
+    try:
+        return os.stat(core.group(1)).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _since(since_ns, now_ns):
+    """', parked since HH:MM:SS.mmm (N.NNN s)' or '' when unknown."""
+    if since_ns <= 0:
+        return ""
+    sec, ns = divmod(since_ns, 10**9)
+    text = ", parked since %s.%03d" % (
+        time.strftime("%H:%M:%S", time.localtime(sec)), ns // 10**6)
+    if now_ns is not None:
+        text += " (%.3f s)" % (max(0, now_ns - since_ns) / 1e9)
+    return text
 
 
 def _holder(key, records, info):
@@ -140,6 +172,7 @@ wait-for cycles (deadlocks). Live processes and core files."""
             if current is not None:
                 current.switch()
         parked = [r for r in records if r.queued]
+        now_ns = _now_ns()
         print("parklot: %d of %d threads parked" % (len(parked), len(records)))
         waits_for = {}
         for r in parked:
@@ -149,6 +182,7 @@ wait-for cycles (deadlocks). Live processes and core files."""
                 where += " (%s)" % kind
             holder, how = _holder(r.key, records, info)
             line = "  %s waits on %s" % (r.name(), where)
+            line += _since(r.since_ns, now_ns)
             if holder is not None:
                 line += ", held by %s (%s)" % (holder.name(), how)
                 waits_for[r.thread.num] = (holder, name or "0x%x" % r.key)
