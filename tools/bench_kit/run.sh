@@ -78,7 +78,9 @@ else
   # threads; then twice as many workers as CPUs.
   w2=$((cpus / 2)); [ "$w2" -ge 1 ] || w2=1
   w4=$((cpus / 4)); [ "$w4" -ge 1 ] || w4=1
-  sch_pairs=2x$w2,4x$w4,4x$w2
+  # (Distinct pairs only: on a small machine the three can coincide.)
+  sch_pairs=$(printf '%s\n' "2x$w2" "4x$w4" "4x$w2" | awk '!seen[$0]++' |
+    paste -sd, -)
   sch_configs=""
 fi
 
@@ -131,16 +133,19 @@ run() {
         return s * m
       }
       function flush() {
-        for (c in rate) if (c ~ /^parklot\//)
-          printf "ratio %s T=%s %s: %.2fx the best kernel size (%s), %s kernel/default\n",
-                 run, t, c, (best > 0 ? rate[c] / best : 0), bestname, vsdef[c]
-        delete rate; delete vsdef; best = 0; bestname = "none"
+        for (k = 1; k <= n; k++) {
+          c = order[k]
+          if (c ~ /^parklot\//)
+            printf "ratio %s T=%s %s: %.2fx the best kernel size (%s), %s kernel/default\n",
+                   run, t, c, (best > 0 ? rate[c] / best : 0), bestname, vsdef[c]
+        }
+        n = 0; best = 0; bestname = "none"
       }
       /^futex hash: [0-9]+ threads/ { flush(); t = $3 }
       /^(kernel|parklot)\// {
         for (i = 2; i <= NF; i++) if ($i ~ /^\[/) break
         if (i > NF) next
-        rate[$1] = num($(i - 1)); vsdef[$1] = $NF
+        order[++n] = $1; rate[$1] = num($(i - 1)); vsdef[$1] = $NF
         if ($1 ~ /^kernel\// && rate[$1] > best) { best = rate[$1]; bestname = $1 }
       }
       /^growing vs fixed table:/ { sub(/^growing vs fixed table: /, ""); printf "ratio %s T=%s growing vs fixed: %s\n", run, t, $0 }
