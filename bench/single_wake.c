@@ -14,7 +14,9 @@
  * Prints one line per round with, per wake: the waker's wall time (what
  * perf reports, divided by N), the median and mean time of one wake
  * call (the rest of the wall time is the waker off its CPU, preempted
- * by the threads it woke), the waker's own CPU time, the process's
+ * by the threads it woke), the waker's own CPU time, a woken thread's
+ * CPU time inside its wait call (going to sleep and coming back, mean
+ * over the threads), the process's
  * CPU time over the wake loop and until every woken thread was joined,
  * the waker's voluntary and involuntary context switches, and the wake
  * calls that found no one (each costs a system call more).
@@ -37,19 +39,12 @@
 static unsigned g_word;
 /* "own": one word per thread, a cache line each. */
 static unsigned (*g_own)[16];
+/* Each thread's CPU time inside its wait call. */
+static double* g_wait_cpu;
 static atomic_int g_started;
 
 static long futex(unsigned* uaddr, int op, unsigned val) {
   return syscall(SYS_futex, uaddr, op, val, NULL, NULL, 0);
-}
-
-static void* worker(void* arg) {
-  unsigned* word = g_own != NULL ? g_own[(long)arg] : &g_word;
-  atomic_fetch_add(&g_started, 1);
-  /* As perf's worker: sleep until a wake returns 0, retry on EINTR. */
-  while (futex(word, FUTEX_WAIT_PRIVATE, 0) != 0 && errno == EINTR) {
-  }
-  return NULL;
 }
 
 static double now_ns(clockid_t c) {
@@ -57,6 +52,18 @@ static double now_ns(clockid_t c) {
   clock_gettime(c, &ts);
   return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
+
+static void* worker(void* arg) {
+  unsigned* word = g_own != NULL ? g_own[(long)arg] : &g_word;
+  atomic_fetch_add(&g_started, 1);
+  const double c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+  /* As perf's worker: sleep until a wake returns 0, retry on EINTR. */
+  while (futex(word, FUTEX_WAIT_PRIVATE, 0) != 0 && errno == EINTR) {
+  }
+  g_wait_cpu[(long)arg] = now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+  return NULL;
+}
+
 
 static int by_value(const void* a, const void* b) {
   const double x = *(const double*)a, y = *(const double*)b;
@@ -76,6 +83,7 @@ int main(int argc, char** argv) {
   if (n < 1 || rounds < 1) return 2;
   if (g_own != NULL) g_own = calloc((size_t)n, sizeof(*g_own));
   pthread_t* t = calloc((size_t)n, sizeof(*t));
+  g_wait_cpu = calloc((size_t)n, sizeof(*g_wait_cpu));
   /* One entry per wake call; a call that finds no one adds one more. */
   const size_t calls_max = (size_t)n * 16;
   double* call_ns = calloc(calls_max, sizeof(*call_ns));
@@ -126,14 +134,15 @@ int main(int argc, char** argv) {
     getrusage(RUSAGE_THREAD, &u1);
     for (int i = 0; i < n; ++i) pthread_join(t[i], NULL);
     const double p2 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
-    double sum = 0;
+    double sum = 0, wait_cpu = 0;
     for (size_t i = 0; i < calls; ++i) sum += call_ns[i];
+    for (int i = 0; i < n; ++i) wait_cpu += g_wait_cpu[i];
     qsort(call_ns, calls, sizeof(*call_ns), by_value);
     printf("wall_ns %.0f call_median_ns %.0f call_mean_ns %.0f "
-           "waker_cpu_ns %.0f process_cpu_ns %.0f "
+           "waker_cpu_ns %.0f waiter_cpu_ns %.0f process_cpu_ns %.0f "
            "to_join_cpu_ns %.0f waker_vcsw %.3f waker_ivcsw %.3f "
            "empty_wakes %ld\n",
-           (w1 - w0) / n, call_ns[calls / 2], sum / calls, (c1 - c0) / n, (p1 - p0) / n, (p2 - p0) / n,
+           (w1 - w0) / n, call_ns[calls / 2], sum / calls, (c1 - c0) / n, wait_cpu / n, (p1 - p0) / n, (p2 - p0) / n,
            (double)(u1.ru_nvcsw - u0.ru_nvcsw) / n,
            (double)(u1.ru_nivcsw - u0.ru_nivcsw) / n, empty);
   }

@@ -57,6 +57,7 @@ for n in names:
 print(f"single wakes, {threads} threads ({pin}), one per FUTEX_WAKE: per wake, "
       f"median [min - max] of {len(rows[names[0]])} rounds, x kernel")
 for key, unit in (("wall_ns", "ns"), ("call_median_ns", "ns"), ("waker_cpu_ns", "ns"),
+                  ("waiter_cpu_ns", "ns"),
                   ("process_cpu_ns", "ns"), ("to_join_cpu_ns", "ns"),
                   ("waker_ivcsw", ""), ("empty_wakes", "")):
     print(f"  {key}")

@@ -6,7 +6,7 @@ set -euo pipefail
 script=$1 prog=$2 shim=$3
 out=$("$script" --reps=1 --threads=8 --rounds=1 --pin "$prog" parklot="$shim")
 echo "$out"
-for figure in wall_ns call_median_ns waker_cpu_ns process_cpu_ns \
+for figure in wall_ns call_median_ns waker_cpu_ns waiter_cpu_ns process_cpu_ns \
   to_join_cpu_ns waker_ivcsw empty_wakes; do
   for config in kernel kernel-own parklot; do
     rows=$(awk -v f="$figure" -v c="$config" '
