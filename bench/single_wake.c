@@ -7,7 +7,11 @@
  * round-robin, as perf binds its workers (the waker stays unbound). With
  * "own", thread i sleeps on a word of its own and the waker wakes the
  * words in turn: the kernel's cost for the parking lot's way of sleeping
- * (each thread on its own parker word), without the lot. A
+ * (each thread on its own parker word), without the lot. With "stay",
+ * a woken thread blocks on a pipe instead of returning, until the round
+ * is over: no thread exits inside the measured window (perf's workers
+ * exit at once, and each exit unmaps a stack, which interrupts the waker
+ * with a TLB shootdown). A
  * plain -pthread program, run under the kernel and the shim side by side
  * by bench/single_wake_cost.sh.
  *
@@ -21,7 +25,7 @@
  * the waker's voluntary and involuntary context switches, and the wake
  * calls that found no one (each costs a system call more).
  *
- *   single_wake THREADS [ROUNDS [pin] [own]] */
+ *   single_wake THREADS [ROUNDS [pin] [own] [stay]] */
 #define _GNU_SOURCE 1
 #include <errno.h>
 #include <linux/futex.h>
@@ -41,6 +45,9 @@ static unsigned g_word;
 static unsigned (*g_own)[16];
 /* Each thread's CPU time inside its wait call. */
 static double* g_wait_cpu;
+/* "stay": woken threads read one byte each from this pipe before they
+ * return. */
+static int g_stay_pipe[2] = {-1, -1};
 static atomic_int g_started;
 
 static long futex(unsigned* uaddr, int op, unsigned val) {
@@ -61,6 +68,11 @@ static void* worker(void* arg) {
   while (futex(word, FUTEX_WAIT_PRIVATE, 0) != 0 && errno == EINTR) {
   }
   g_wait_cpu[(long)arg] = now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+  if (g_stay_pipe[0] >= 0) {
+    char c;
+    while (read(g_stay_pipe[0], &c, 1) != 1) {
+    }
+  }
   return NULL;
 }
 
@@ -78,7 +90,9 @@ int main(int argc, char** argv) {
   for (int i = 3; i < argc; ++i) {
     if (strcmp(argv[i], "pin") == 0) pin = 1;
     else if (strcmp(argv[i], "own") == 0) g_own = (void*)1;
-    else return 2;
+    else if (strcmp(argv[i], "stay") == 0) {
+      if (pipe(g_stay_pipe) != 0) return 1;
+    } else return 2;
   }
   if (n < 1 || rounds < 1) return 2;
   if (g_own != NULL) g_own = calloc((size_t)n, sizeof(*g_own));
@@ -132,6 +146,15 @@ int main(int argc, char** argv) {
     const double c1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
     const double p1 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
     getrusage(RUSAGE_THREAD, &u1);
+    if (g_stay_pipe[1] >= 0) {
+      /* Lets every woken thread return: one byte each. */
+      static const char bytes[512];
+      for (int left = n; left > 0;) {
+        const ssize_t k =
+            write(g_stay_pipe[1], bytes, left < 512 ? (size_t)left : 512);
+        if (k > 0) left -= (int)k;
+      }
+    }
     for (int i = 0; i < n; ++i) pthread_join(t[i], NULL);
     const double p2 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
     double sum = 0, wait_cpu = 0;

@@ -8,8 +8,9 @@
 # and the ratio to the kernel's shared word.
 #
 #   bench/single_wake_cost.sh [--reps=N] [--threads=N] [--rounds=N] [--pin] \
-#       SINGLE_WAKE NAME=SHIM...
-# (--pin: workers bound round-robin to the CPUs, as perf binds them)
+#       [--stay] SINGLE_WAKE NAME=SHIM...
+# (--pin: workers bound round-robin to the CPUs, as perf binds them;
+# --stay: woken threads block until the round ends instead of exiting)
 #   bazel build //bench:single_wake //preload:libparklot_preload.so &&
 #   bench/single_wake_cost.sh bazel-bin/bench/single_wake \
 #       parklot=bazel-bin/preload/libparklot_preload.so
@@ -18,12 +19,14 @@ reps=7
 threads=512
 rounds=3
 pin=""
+stay=""
 while :; do
   case "${1:-}" in
     --reps=*) reps=${1#--reps=}; shift ;;
     --threads=*) threads=${1#--threads=}; shift ;;
     --rounds=*) rounds=${1#--rounds=}; shift ;;
     --pin) pin=pin; shift ;;
+    --stay) stay=stay; shift ;;
     *) break ;;
   esac
 done
@@ -36,16 +39,16 @@ for ((r = 0; r < reps; r++)); do
   for c in "${configs[@]}"; do
     name=${c%%=*}
     if [ "$name" = kernel ]; then
-      timeout 120 "$prog" "$threads" "$rounds" $pin >>"$out/$name"
+      timeout 120 "$prog" "$threads" "$rounds" $pin $stay >>"$out/$name"
     elif [ "$name" = kernel-own ]; then
-      timeout 120 "$prog" "$threads" "$rounds" $pin own >>"$out/$name"
+      timeout 120 "$prog" "$threads" "$rounds" $pin $stay own >>"$out/$name"
     else
       LD_PRELOAD=$(readlink -f "${c#*=}") PARKLOT_SYSCALL_FUTEX=1 \
-        timeout 120 "$prog" "$threads" "$rounds" $pin >>"$out/$name"
+        timeout 120 "$prog" "$threads" "$rounds" $pin $stay >>"$out/$name"
     fi
   done
 done
-python3 - "$out" "$threads" "${pin:-unpinned}" "${configs[@]%%=*}" <<'PY'
+python3 - "$out" "$threads" "${pin:-unpinned}${stay:+, staying}" "${configs[@]%%=*}" <<'PY'
 import os, statistics, sys
 d, threads, pin, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 rows = {}
