@@ -95,7 +95,7 @@ run() {
 }
 
 {
-  echo "parklot many-core kit: $(head -1 "$kit/MANIFEST")"
+  head -1 "$kit/MANIFEST"
   echo "machine: $(uname -srm), $cpus CPUs online, $(getconf GNU_LIBC_VERSION)"
   echo "model: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
