@@ -2,7 +2,7 @@
 # Barrier rounds side by side: glibc and each shim given (e.g. an older
 # build as a second one), every configuration once per repetition,
 # repetitions interleaved; medians [min - max] of wall and CPU ns per
-# round, and the ratio to glibc.
+# round, and the ratio to glibc, and context switches per round (median).
 #
 #   bench/barrier_cost.sh [--reps=N] [--pin] BARRIER_ROUNDS NAME=SHIM...
 # (--pin: every thread on one CPU, round-robin)
@@ -46,8 +46,10 @@ for t in (8, 64, 1024):
         rows = [l.split() for l in open(os.path.join(d, f"{n}.{t}"))]
         wall = [float(r[1]) for r in rows]
         cpu = [float(r[3]) for r in rows]
+        csw = [float(r[5]) for r in rows]
         m, mc = statistics.median(wall), statistics.median(cpu)
         if base is None: base = (m, mc)
         print(f"  {n:10s} wall {m:10.0f} [{min(wall):.0f} - {max(wall):.0f}]  {m / base[0]:.2f}x"
-              f"   cpu {mc:10.0f} [{min(cpu):.0f} - {max(cpu):.0f}]  {mc / base[1]:.2f}x")
+              f"   cpu {mc:10.0f} [{min(cpu):.0f} - {max(cpu):.0f}]  {mc / base[1]:.2f}x"
+              f"   csw {statistics.median(csw):.2f}")
 PY

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The cost of the shim's diagnostics, side by side: bench/many_locks under
 # the shim plain, with PARKLOT_STATS, with PARKLOT_DEADLOCK=report and with
-# PARKLOT_PROFILE (and under a second shim, e.g. an older build, plain and
-# with PARKLOT_STATS, if given), every configuration once per round, rounds
+# PARKLOT_PROFILE (and under a second shim, e.g. an older build, plain, with
+# PARKLOT_STATS and with PARKLOT_PROFILE, if given), every configuration once
+# per round, rounds
 # interleaved; prints each workload's median ns/op and its ratio to plain.
 #
 #   diagnostics_cost.sh [--rounds=N] [--quick] [--other=SHIM]
 #                       [--profile-rate=N] MANY_LOCKS SHIM
 #     --quick   small sizes (the smoke test): every row, no meaningful figure
-#     --other   a second shim measured plain ("plain other") and with
-#               PARKLOT_STATS ("stats other")
+#     --other   a second shim measured plain ("plain other"), with
+#               PARKLOT_STATS ("stats other") and with PARKLOT_PROFILE at
+#               its own default rate ("profile other")
 #     --profile-rate  PARKLOT_PROFILE_RATE for the "profile" column
 #               (default: the shim's)
 set -uo pipefail
@@ -39,7 +41,7 @@ else
   workloads=("distinct 2000000 4 1000000" "contended 4 500000" "nested 4 500000")
 fi
 configs=(plain stats report profile)
-[ -n "$other" ] && configs+=("plain_other" "stats_other")
+[ -n "$other" ] && configs+=("plain_other" "stats_other" "profile_other")
 # The profiles go to a scratch folder, removed at the end.
 profiles=$(mktemp -d "${TMPDIR:-/tmp}/diagnostics_cost.XXXXXX")
 trap 'rm -rf "$profiles"' EXIT
@@ -55,6 +57,7 @@ run_one() {  # config, workload words...
                   ${profile_rate:+PARKLOT_PROFILE_RATE=$profile_rate}) ;;
     plain_other) so=$other ;;
     stats_other) env=(PARKLOT_STATS=1); so=$other ;;
+    profile_other) env=(PARKLOT_PROFILE="$profiles/profile.%p"); so=$other ;;
   esac
   # shellcheck disable=SC2068
   env "${env[@]}" LD_PRELOAD="$so" "$prog" $@ 2>/dev/null | awk '/^ns_per_op/ { print $2 }'

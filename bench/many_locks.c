@@ -12,6 +12,11 @@
  *       THREADS threads each take their own outer mutex, then one of 64
  *       shared inner ones (the order graph's path: a lock taken with
  *       another held)
+ *   many_locks expired THREADS OPS
+ *       THREADS threads each make OPS condvar waits, on a condvar and
+ *       mutex of their own, whose deadline has passed: glibc returns at
+ *       once, the shim queues, finds the deadline gone and leaves the
+ *       queue (its park path without a sleep or a wake-up)
  *
  * Prints one line: "ns_per_op N" (wall time of the threads' loops over
  * all operations of all threads). */
@@ -63,6 +68,19 @@ static void* contended(void* arg) {
   return NULL;
 }
 
+static void* expired(void* arg) {
+  (void)arg;
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+  const struct timespec past = {1, 0};
+  pthread_mutex_lock(&m);
+  for (long n = 0; n < g_ops; ++n) {
+    if (pthread_cond_timedwait(&c, &m, &past) == 0) abort();
+  }
+  pthread_mutex_unlock(&m);
+  return NULL;
+}
+
 static void* nested(void* arg) {
   pthread_mutex_t outer = PTHREAD_MUTEX_INITIALIZER;
   uint64_t x = (uintptr_t)arg;
@@ -91,10 +109,11 @@ int main(int argc, char** argv) {
     if (g_locks == NULL || g_nlocks == 0) return 1;
     fn = distinct;
   } else if ((strcmp(argv[1], "contended") == 0 ||
-              strcmp(argv[1], "nested") == 0) && argc == 4) {
+              strcmp(argv[1], "nested") == 0 ||
+              strcmp(argv[1], "expired") == 0) && argc == 4) {
     threads = atoi(argv[2]);
     g_ops = atol(argv[3]);
-    fn = argv[1][0] == 'c' ? contended : nested;
+    fn = argv[1][0] == 'c' ? contended : argv[1][0] == 'n' ? nested : expired;
   } else {
     goto usage;
   }
@@ -111,6 +130,6 @@ int main(int argc, char** argv) {
 usage:
   fprintf(stderr,
           "usage: many_locks distinct LOCKS THREADS OPS | contended THREADS "
-          "OPS | nested THREADS OPS\n");
+          "OPS | nested THREADS OPS | expired THREADS OPS\n");
   return 2;
 }

@@ -2,17 +2,25 @@
 // inside, outside) x one lock or T/2 locks, fixed-duration runs: total
 // ops/s, per-thread min/max and coefficient of variation, CPU and context
 // switches per op.
+#include <stdlib.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/suite_harness.h"
+
+ABSL_FLAG(std::vector<std::string>, threads, {},
+          "Scenario 2's thread counts, comma-separated (e.g. 16,32,64 on a "
+          "many-core machine). Default: the mode's (1,2,4,16,64; tiny: "
+          "1,2,4).");
 
 namespace parklot::internal {
 namespace bench {
@@ -24,12 +32,33 @@ struct Params {
   std::vector<std::pair<int, int>> works;  // (inside, outside)
 };
 
+// --threads, or the mode's thread counts. A count that is not a number
+// from 1 to 4,096 ends the run: a benchmark run on a mistyped list would
+// measure something else than asked.
+std::vector<int> ThreadCounts(const Plan& plan) {
+  const std::vector<std::string> given = absl::GetFlag(FLAGS_threads);
+  if (given.empty()) {
+    return plan.Pick<std::vector<int>>({1, 2, 4, 16, 64}, {1, 2, 4, 16, 64},
+                                       {1, 2, 4});
+  }
+  std::vector<int> counts;
+  for (const std::string& g : given) {
+    int t = 0;
+    if (!absl::SimpleAtoi(g, &t) || t < 1 || t > 4096) {
+      absl::FPrintF(stderr, "suite: --threads takes counts 1-4096, not '%s'\n",
+                    g);
+      exit(2);
+    }
+    counts.push_back(t);
+  }
+  return counts;
+}
+
 Params ParamsFor(const Plan& plan) {
   using Works = std::vector<std::pair<int, int>>;
   return {plan.Window(absl::Milliseconds(40), absl::Milliseconds(15),
                       absl::Milliseconds(3)),
-          plan.Pick<std::vector<int>>({1, 2, 4, 16, 64}, {1, 2, 4, 16, 64},
-                                      {1, 2, 4}),
+          ThreadCounts(plan),
           plan.Pick<Works>({{1, 0}, {10, 100}, {100, 1000}},
                            {{1, 0}, {100, 1000}}, {{10, 100}})};
 }

@@ -12,7 +12,7 @@ PARKLOT_SOVERSION = "0"
 # source tree's include/parklot/NAME.h forwards to it for Bazel users);
 # every other header of the workspace the public ones reach is an internal
 # one, installed under include/parklot/internal/ with its path.
-PUBLIC_HEADERS = ["barrier", "condvar", "latch", "mutex", "once", "semaphore", "shared_mutex"]
+PUBLIC_HEADERS = ["barrier", "condvar", "latch", "mutex", "once", "scheduling", "semaphore", "shared_mutex"]
 
 def _ours(label):
     # Targets of this workspace (not Debian's system libraries, which reach

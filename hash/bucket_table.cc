@@ -14,8 +14,20 @@
 
 namespace parklot::internal {
 
-void Bucket::Enqueue(Waiter* w) {
-  w->next = nullptr;
+void Bucket::EnqueueByPriority(Waiter* w) {
+  const uintptr_t key = w->current_key();
+  Waiter* prev = nullptr;
+  for (Waiter* x = head; x != nullptr; prev = x, x = x->next) {
+    if (x->priority < w->priority && x->current_key() == key) {
+      w->next = x;
+      if (prev == nullptr) {
+        head = w;
+      } else {
+        prev->next = w;
+      }
+      return;
+    }
+  }
   if (tail == nullptr) {
     head = w;
   } else {

@@ -89,14 +89,19 @@ inline void LeaveSection(BucketTable* table) {
   }
 }
 
-// A queued thread, as the table sees it: its key and its queue link. The
-// runtime embeds this in its per-thread data (no heap). Both are written
-// only under the lock of the bucket the waiter is queued in. `key` is atomic
-// because a requeue may move a parked thread to another key while the
-// thread itself, timing out, reads it to find its bucket.
+// A queued thread, as the table sees it: its key, its queue link and its
+// queue priority. The runtime embeds this in its per-thread data (no heap).
+// All are written only under the lock of the bucket the waiter is queued
+// in. `key` is atomic because a requeue may move a parked thread to another
+// key while the thread itself, timing out, reads it to find its bucket.
+// `priority` is the thread's real-time priority when it queued: 0 for
+// every thread outside SCHED_FIFO and SCHED_RR (the kernel's futex queues
+// also rank all of those as one, below every real-time thread), else its
+// sched_priority, 1..99 (docs/design.md section 3.15).
 struct Waiter {
   std::atomic<uintptr_t> key{0};
   Waiter* next = nullptr;
+  uint8_t priority = 0;
 
   uintptr_t current_key() const { return key.load(std::memory_order_relaxed); }
 };
@@ -118,8 +123,24 @@ struct alignas(64) Bucket {
   uintptr_t last_key ABSL_GUARDED_BY(lock) = 0;
   uintptr_t last_locker ABSL_GUARDED_BY(lock) = 0;
 
-  // Appends `w` (with w->key set) at the tail of the queue.
-  void Enqueue(Waiter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
+  // Queues `w` (with w->key and w->priority set): each key's waiters stay
+  // in descending priority, first come first served among equals, as the
+  // kernel's futex queues are. A waiter of priority 0 (no real-time
+  // thread) goes to the tail at the cost of one predictable branch; a
+  // real-time one goes before the first waiter of its key with a lower
+  // priority, found by a walk of the queue.
+  void Enqueue(Waiter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock) {
+    w->next = nullptr;
+    if (__builtin_expect(w->priority != 0, 0)) return EnqueueByPriority(w);
+    if (tail == nullptr) {
+      head = w;
+    } else {
+      tail->next = w;
+    }
+    tail = w;
+  }
+  // Enqueue of a real-time waiter.
+  void EnqueueByPriority(Waiter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
   // Unlinks `w`, whose predecessor in the queue is `prev` (nullptr = head).
   void Remove(Waiter* w, Waiter* prev) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
   // True if a waiter other than those already seen has `key`, searching from

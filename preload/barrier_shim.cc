@@ -78,7 +78,7 @@ int pthread_barrier_wait(pthread_barrier_t* b) {
   // Profiled: any arrival may be the last, whose arrival ends the others'
   // waits, so each records its stack for sampled waiters before it
   // arrives; its own wait counts unless it was the last (it did not wait).
-  ProfileRelease(b);
+  ProfileRelease(b, __builtin_return_address(0));
   ProfileWait profiled(b);
   const bool serial = View(b)->barrier.Wait();
   if (!serial) profiled.Acquired();

@@ -73,8 +73,9 @@ class WaitingMutex {
     // until the destructor re-takes it (deadlock.h).
     if (DeadlockOn() && !KeepsLock()) site_ = DeadlockReleased(m_);
     // A thread waiting for the mutex may be let in by this release: the
-    // wait's stack is that release's (profile.h).
-    if (ProfileOn() && !KeepsLock()) ProfileRelease(m_);
+    // wait's stack is that release's (profile.h). Its site is not known
+    // here: a lock's condvar-wait releases share one.
+    if (ProfileOn() && !KeepsLock()) ProfileRelease(m_, nullptr);
     // The wait releases it: nobody's, as glibc's unlock inside the wait
     // leaves it, until the destructor re-takes it.
     if (!KeepsLock()) ClearMutexOwner(m_);

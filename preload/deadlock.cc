@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -44,6 +45,7 @@ struct Held {
   std::atomic<uintptr_t> lock{0};
   std::atomic<const void*> site{nullptr};
   LockMode mode = LockMode::kExclusive;
+  uint64_t generation = 0;  // the lock's, read when it was taken (Generation)
 };
 
 // Written by its thread; read (racily, relaxed) by threads checking for a
@@ -60,10 +62,11 @@ struct ThreadRecord {
   std::atomic<uintptr_t> waiting_on{0};
   std::atomic<const void*> waiting_site{nullptr};
   LockMode waiting_mode = LockMode::kExclusive;
-  // Edges this thread has seen in the graph, valid while g_epoch is.
+  // Edges this thread has seen in the graph, between these generations of
+  // their locks (GenerationsKey), valid while g_epoch is.
   struct {
     uintptr_t from, to;
-    uint64_t epoch;
+    uint64_t generations, epoch;
   } cache[kEdgeCache];
 };
 
@@ -179,6 +182,125 @@ constexpr uintptr_t kHeldWrite = 0, kWantWrite = 1, kWantRead = 2,
                     kHeldRead = 3;
 
 bool IsRwlock(LockMode m) { return m != LockMode::kExclusive; }
+
+// --- Generations: a new lock at an address the graph knows ---------------
+//
+// A lock's memory may be freed and a new lock made at its address with no
+// call the shim sees: std::mutex and std::shared_mutex are made by their
+// constructors and freed with their object, a static initializer may be
+// assigned into recycled memory, a frame's mutex dies with the frame. So
+// each lock the shim serves gets a generation, a number unique in the
+// process, when it is first taken under the detector, kept in the lock
+// itself: in bytes glibc leaves unused for the kinds the shim serves and
+// that every way of making a lock writes as zero (a mutex's __list.__next,
+// which glibc uses for robust mutexes only; an rwlock's __pad2). A zero
+// there is a new lock. The graph records each lock address's generation
+// (g_generations); met with a later one, the address holds another lock,
+// whose nodes and edges go (docs/design.md §5.11).
+//
+// Only a lock being taken is read or written, when the program hands it to
+// a lock call (its memory is live then). A held lock's generation is the
+// one read when it was taken: a held list may name a lock that no longer
+// exists (a normal mutex unlocked by another thread stays on its locker's
+// list), and its memory may be anything by now.
+
+std::atomic<uint64_t> g_last_generation{0};
+
+// Where `lock`, taken in `mode`, keeps its generation; nullptr for kinds
+// glibc keeps (robust, priority, process-shared mutexes; process-shared
+// rwlocks), whose __list is glibc's or which other processes share: they
+// are made only by pthread_*_init, which forgets the address anyway
+// (DeadlockForget).
+uint64_t* GenerationWord(const void* lock, LockMode mode) {
+  if (IsRwlock(mode)) {
+    auto* rw = static_cast<pthread_rwlock_t*>(const_cast<void*>(lock));
+    if (__atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) != 0) {
+      return nullptr;
+    }
+    return reinterpret_cast<uint64_t*>(&rw->__data.__pad2);
+  }
+  auto* m = static_cast<pthread_mutex_t*>(const_cast<void*>(lock));
+  // PTHREAD_MUTEX_ROBUST_NORMAL_NP, _PRIO_INHERIT_NP, _PRIO_PROTECT_NP and
+  // glibc's process-shared bit (the shim's kKindGlibcOwned).
+  constexpr int kGlibcKeeps = 16 | 32 | 64 | 128;
+  if (__atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) & kGlibcKeeps) {
+    return nullptr;
+  }
+  return reinterpret_cast<uint64_t*>(&m->__data.__list.__next);
+}
+static_assert(sizeof(__pthread_internal_list*) == sizeof(uint64_t) &&
+                  offsetof(pthread_mutex_t, __data.__list.__next) % 8 == 0,
+              "a mutex's __list.__next holds an aligned 64-bit word");
+static_assert(sizeof(unsigned long) == sizeof(uint64_t) &&
+                  offsetof(pthread_rwlock_t, __data.__pad2) % 8 == 0,
+              "an rwlock's __pad2 is an aligned 64-bit word");
+
+// The generation of `lock`, which the calling thread is taking in `mode`,
+// given now if it has none; 0 for kinds glibc keeps.
+uint64_t Generation(const void* lock, LockMode mode) {
+  uint64_t* word = GenerationWord(lock, mode);
+  if (word == nullptr) return 0;
+  uint64_t g = __atomic_load_n(word, __ATOMIC_RELAXED);
+  if (g != 0) return g;
+  const uint64_t mine =
+      g_last_generation.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Two threads taking a new lock at once: the first write stands.
+  if (__atomic_compare_exchange_n(word, &g, mine, false, __ATOMIC_RELAXED,
+                                  __ATOMIC_RELAXED)) {
+    return mine;
+  }
+  return g;
+}
+
+// Each address's generation in the graph, open addressing with no
+// deletion (an address keeps its entry while the graph may hold nodes for
+// it). An address that finds no room goes unchecked (the old behaviour).
+struct AddressGeneration {
+  uintptr_t lock;  // 0: free
+  uint64_t generation;
+};
+constexpr unsigned kGenerationBits = 18;
+constexpr size_t kGenerations = size_t{1} << kGenerationBits;
+constexpr size_t kGenerationProbes = 16;
+AddressGeneration* g_generations = nullptr;  // guarded by g_graph_mu
+
+void RemoveNodes(uintptr_t lock) {
+  for (uintptr_t role : {kHeldWrite, kWantWrite, kWantRead, kHeldRead}) {
+    g_graph->RemoveNode(reinterpret_cast<void*>(lock + role));
+  }
+}
+
+// Under g_graph_mu, before `lock`'s nodes take part in an edge, with the
+// generation the caller read from the lock: drops the nodes (and edges) of
+// an earlier lock at the address. False if `generation` is itself earlier
+// than the address's: a held list's entry for a lock that is gone, which
+// makes no edge. Generations at one address only grow: a lock is given one
+// when first taken, after every earlier lock there was taken and freed.
+bool Revalidate(uintptr_t lock, uint64_t generation) {
+  if (generation == 0) return true;
+  const size_t start = FibonacciHash(lock, kGenerationBits);
+  for (size_t p = 0; p < kGenerationProbes; ++p) {
+    AddressGeneration& e = g_generations[(start + p) & (kGenerations - 1)];
+    if (e.lock == lock) {
+      if (generation < e.generation) return false;
+      if (generation > e.generation) {
+        RemoveNodes(lock);
+        e.generation = generation;
+      }
+      return true;
+    }
+    if (e.lock == 0) {
+      // First seen with a generation: nodes at the address (a lock of a
+      // kind glibc keeps, destroyed and its memory reused) are another
+      // lock's.
+      RemoveNodes(lock);
+      e.lock = lock;
+      e.generation = generation;
+      return true;
+    }
+  }
+  return true;
+}
 
 GraphId Node(uintptr_t lock, uintptr_t role, bool rwlock) {
   g_known[KnownBit(lock) / 64].fetch_or(uint64_t{1} << (KnownBit(lock) % 64),
@@ -302,13 +424,18 @@ void ReportCycle(const Cycle& c) {
   g_host->report(g_text, g_len);
 }
 
-// Adds the edge `held` -> `lock`, or fills `*cycle` with the cycle it would
-// close (the edge is then left out). Returns whether it found a cycle.
-// Under g_graph_mu.
+// Adds the edge `held` -> `lock` (of `generation`), or fills `*cycle` with
+// the cycle it would close (the edge is then left out). Returns whether it
+// found a cycle. Under g_graph_mu.
 bool AddEdge(const ThreadRecord* r, const Held& held, uintptr_t lock,
-             LockMode mode, const void* site, Cycle* cycle) {
-  const GraphId from =
-      HeldNode(held.lock.load(std::memory_order_relaxed), held.mode);
+             LockMode mode, uint64_t generation, const void* site,
+             Cycle* cycle) {
+  const uintptr_t held_lock = held.lock.load(std::memory_order_relaxed);
+  if (!Revalidate(held_lock, held.generation) ||
+      !Revalidate(lock, generation)) {
+    return false;
+  }
+  const GraphId from = HeldNode(held_lock, held.mode);
   const GraphId to = WantedNode(lock, mode);
   if (FindEdge(from, to) != nullptr || g_graph->HasEdge(from, to)) {
     return false;
@@ -348,44 +475,70 @@ bool AddEdge(const ThreadRecord* r, const Held& held, uintptr_t lock,
 
 // Edges known to be in the graph (or rejected), for lookups without the
 // graph's spinlock: a per-thread cache, then a process-wide set of 64-bit
-// fingerprints of (from, to, epoch). A fingerprint collision would hide
-// one edge (odds 2^-64 a lookup); a full probe window overwrites its first
-// entry (the set is a cache: a miss only costs the spinlock).
+// fingerprints of (from, to, their generations, epoch). A fingerprint
+// collision would hide one edge (odds 2^-64 a lookup); a full probe window
+// overwrites its first entry (the set is a cache: a miss only costs the
+// spinlock). With the generations in the key, an edge between new locks at
+// old addresses is a miss, and takes the path that revalidates them.
 constexpr size_t kKnownEdges = 1 << 16;
 constexpr size_t kKnownProbes = 4;
 std::atomic<uint64_t>* g_known_edges = nullptr;
 
-uint64_t Fingerprint(uintptr_t from, uintptr_t to, uint64_t epoch) {
-  uint64_t h = FibonacciMix(from);
-  h = (h ^ (h >> 29) ^ to) * 0xBF58476D1CE4E5B9ull;
-  h = (h ^ (h >> 31) ^ epoch) * 0x94D049BB133111EBull;
+// An edge as the caches know it: the two locks' addresses with their modes
+// in the low bits (locks are 8-aligned; the graph's nodes depend on the
+// modes), and a mix of their generations.
+struct EdgeKey {
+  uintptr_t from, to;
+  uint64_t generations;
+};
+
+uint64_t GenerationsKey(uint64_t from, uint64_t to) {
+  return FibonacciMix(from) ^ to;
+}
+
+uint64_t Fingerprint(const EdgeKey& k, uint64_t epoch) {
+  uint64_t h = FibonacciMix(k.from);
+  h = (h ^ (h >> 29) ^ k.to) * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 31) ^ k.generations) * 0x94D049BB133111EBull;
+  h = (h ^ (h >> 29) ^ epoch) * 0xBF58476D1CE4E5B9ull;
   h ^= h >> 32;
   return h | 1;  // 0 marks a free entry
 }
 
-bool CacheHit(ThreadRecord* r, uintptr_t from, uintptr_t to, uint64_t epoch) {
-  auto& c = r->cache[(from ^ (to >> 4)) % kEdgeCache];
-  if (c.epoch == epoch && c.from == from && c.to == to) return true;
-  const uint64_t f = Fingerprint(from, to, epoch);
+auto& CacheEntry(ThreadRecord* r, const EdgeKey& k) {
+  return r->cache[(k.from ^ (k.to >> 4) ^ k.generations) % kEdgeCache];
+}
+
+void Remember(ThreadRecord* r, const EdgeKey& k, uint64_t epoch) {
+  auto& c = CacheEntry(r, k);
+  c.from = k.from;
+  c.to = k.to;
+  c.generations = k.generations;
+  c.epoch = epoch;
+}
+
+bool CacheHit(ThreadRecord* r, const EdgeKey& k, uint64_t epoch) {
+  const auto& c = CacheEntry(r, k);
+  if (c.epoch == epoch && c.from == k.from && c.to == k.to &&
+      c.generations == k.generations) {
+    return true;
+  }
+  const uint64_t f = Fingerprint(k, epoch);
   const size_t i = f % (kKnownEdges - kKnownProbes);
   for (size_t p = 0; p < kKnownProbes; ++p) {
     if (g_known_edges[i + p].load(std::memory_order_relaxed) == f) {
-      c.from = from;
-      c.to = to;
-      c.epoch = epoch;
+      Remember(r, k, epoch);
       return true;
     }
   }
   return false;
 }
 
-// Under g_graph_mu, for an edge now in the graph (or rejected).
-void CacheAdd(ThreadRecord* r, uintptr_t from, uintptr_t to, uint64_t epoch) {
-  auto& c = r->cache[(from ^ (to >> 4)) % kEdgeCache];
-  c.from = from;
-  c.to = to;
-  c.epoch = epoch;
-  const uint64_t f = Fingerprint(from, to, epoch);
+// Under g_graph_mu, for an edge now in the graph (or rejected, or left out
+// as a gone lock's).
+void CacheAdd(ThreadRecord* r, const EdgeKey& k, uint64_t epoch) {
+  Remember(r, k, epoch);
+  const uint64_t f = Fingerprint(k, epoch);
   const size_t i = f % (kKnownEdges - kKnownProbes);
   size_t slot = i;
   for (size_t p = 0; p < kKnownProbes; ++p) {
@@ -470,7 +623,10 @@ bool Enable(bool abort_on_deadlock) {
   void* edges = MapAnonymous(sizeof(EdgeInfo) * kEdges, kReserve);
   void* known =
       MapAnonymous(sizeof(std::atomic<uint64_t>) * kKnownEdges, kReserve);
-  if (records == nullptr || edges == nullptr || known == nullptr) {
+  void* generations =
+      MapAnonymous(sizeof(AddressGeneration) * kGenerations, kReserve);
+  if (records == nullptr || edges == nullptr || known == nullptr ||
+      generations == nullptr) {
     static const char kMsg[] =
         "parklot: no memory for PARKLOT_DEADLOCK's tables; detection off\n";
     g_host->report(kMsg, sizeof(kMsg) - 1);
@@ -480,6 +636,7 @@ bool Enable(bool abort_on_deadlock) {
   g_records = static_cast<ThreadRecord*>(records);
   g_edges = static_cast<EdgeInfo*>(edges);
   g_known_edges = static_cast<std::atomic<uint64_t>*>(known);
+  g_generations = static_cast<AddressGeneration*>(generations);
   g_graph = new (g_graph_storage) GraphCycles();
   g_abort = abort_on_deadlock;
   g_host->fork_step(ForkPrepare, ForkParent, ForkChild);
@@ -496,16 +653,17 @@ void BeforeLock(const void* lock_ptr, LockMode mode, const void* site) {
   // which the wait-for check reports): no edge.
   if (depth == 0 || FindHeld(r, lock) >= 0) return;
   const uint64_t epoch = g_epoch.load(std::memory_order_acquire);
-  bool all_known = true;
-  // Cache keys carry the modes in the low bits (locks are 8-aligned): the
-  // graph's nodes depend on them.
-  const uintptr_t to_key = lock | static_cast<uintptr_t>(mode);
-  const auto from_key = [r](int i) {
-    return r->held[i].lock.load(std::memory_order_relaxed) |
-           static_cast<uintptr_t>(r->held[i].mode);
+  const uint64_t generation = Generation(lock_ptr, mode);
+  const auto key = [r, lock, mode, generation](int i) {
+    const Held& h = r->held[i];
+    return EdgeKey{h.lock.load(std::memory_order_relaxed) |
+                       static_cast<uintptr_t>(h.mode),
+                   lock | static_cast<uintptr_t>(mode),
+                   GenerationsKey(h.generation, generation)};
   };
+  bool all_known = true;
   for (int i = 0; i < depth && all_known; ++i) {
-    all_known = CacheHit(r, from_key(i), to_key, epoch);
+    all_known = CacheHit(r, key(i), epoch);
   }
   if (all_known) return;
   r->busy = true;
@@ -515,8 +673,8 @@ void BeforeLock(const void* lock_ptr, LockMode mode, const void* site) {
     SpinLockHolder h(&g_graph_mu);
     for (int i = 0; i < depth && !report; ++i) {
       const Held& held = r->held[i];
-      report = AddEdge(r, held, lock, mode, site, &cycle);
-      CacheAdd(r, from_key(i), to_key, epoch);
+      report = AddEdge(r, held, lock, mode, generation, site, &cycle);
+      CacheAdd(r, key(i), epoch);
     }
   }
   if (report) ReportCycle(cycle);
@@ -535,6 +693,7 @@ void Acquired(const void* lock, LockMode mode, const void* site) {
   h.lock.store(reinterpret_cast<uintptr_t>(lock), std::memory_order_relaxed);
   h.site.store(site, std::memory_order_relaxed);
   h.mode = mode;
+  h.generation = Generation(lock, mode);
   r->depth.store(depth + 1, std::memory_order_release);
 }
 
@@ -556,6 +715,7 @@ const void* Released(const void* lock) {
     r->held[i].site.store(r->held[i + 1].site.load(std::memory_order_relaxed),
                           std::memory_order_relaxed);
     r->held[i].mode = r->held[i + 1].mode;
+    r->held[i].generation = r->held[i + 1].generation;
   }
   r->depth.store(depth - 1, std::memory_order_release);
   return site;
@@ -571,9 +731,7 @@ void Forget(const void* lock_ptr) {
   ThreadRecord* r = Record();
   if (r != nullptr && r->busy) return;
   SpinLockHolder h(&g_graph_mu);
-  for (uintptr_t role : {kHeldWrite, kWantWrite, kWantRead, kHeldRead}) {
-    g_graph->RemoveNode(reinterpret_cast<void*>(lock + role));
-  }
+  RemoveNodes(lock);
   g_epoch.fetch_add(1, std::memory_order_release);
 }
 

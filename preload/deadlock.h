@@ -14,7 +14,10 @@
 // rwlock is four graph nodes (wanted for reading or writing, held for
 // reading or writing) joined by the three ways of waiting that block.
 // Destroying a lock, or initializing an address the graph knows, removes
-// its node: a recycled address makes no false cycle.
+// its node; a lock made with no call the shim sees (std::mutex in a
+// reallocated object, an initializer in recycled or stack memory) is told
+// from the dead one at its address by a generation kept in the lock
+// (docs/design.md §5.11): a recycled address makes no false cycle.
 //
 // Actual deadlocks: a thread parked on a lock for kDeadlockCheckAfterNs walks
 // the wait-for chain (the thread holding the lock it waits for, the lock

@@ -29,8 +29,10 @@ struct DebugInfo {
   // A mutex word the shim runs: locked bit, owner slot << shift.
   uint32_t mutex_locked_bit;
   uint32_t mutex_slot_shift;
-  // An rwlock word the shim runs (its low 32 bits): writer bit, writer's
-  // slot << shift, in a field of so many bits.
+  // An rwlock word the shim runs (64 bits): writer bits, writer's slot <<
+  // shift, in a field of so many bits. (The slot moved from the low to the
+  // high half in this layout version: a reader of the low half finds slot
+  // 0, no holder, never a wrong one.)
   uint32_t rwlock_writer_bit;
   uint32_t rwlock_slot_shift;
   uint32_t rwlock_slot_bits;

@@ -237,38 +237,23 @@ Object ToObject(const dl_phdr_info* info) {
   return {info->dlpi_addr, info->dlpi_name, info->dlpi_phdr, info->dlpi_phnum};
 }
 
-// The first `ret` byte in the code of `o`, or 0.
-uintptr_t RetByte(const Object& o) {
-  for (int i = 0; i < o.phnum; ++i) {
-    const ElfW(Phdr)& ph = o.phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & (PF_X | PF_R)) != (PF_X | PF_R)) {
-      continue;
-    }
-    const void* ret =
-        memchr(reinterpret_cast<const void*>(o.addr + ph.p_vaddr), 0xc3,
-               ph.p_filesz);
-    if (ret != nullptr) return reinterpret_cast<uintptr_t>(ret);
-  }
-  return 0;
-}
-
-// A `ret` instruction in the code of the object glibc will take for the
-// caller's: the one holding `caller`, else (code outside every object) the
-// main program, listed first. 0 if none.
-uintptr_t ReturnGadget(const void* caller) {
+// The return gadget (call_as.h) in the code of the object glibc will take
+// for the caller's: the one holding `caller`, else (code outside every
+// object) the main program, listed first. Its address is 0 if none.
+ReturnGadget GadgetFor(const void* caller) {
   struct Pick {
     uintptr_t caller;
-    uintptr_t main_gadget = 0, caller_gadget = 0;
+    ReturnGadget main_gadget, caller_gadget;
     bool first = true, found = false;
-  } p{reinterpret_cast<uintptr_t>(caller)};
+  } p{reinterpret_cast<uintptr_t>(caller), {}, {}};
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* arg) {
         auto* p = static_cast<Pick*>(arg);
         const Object o = ToObject(info);
-        if (p->first) p->main_gadget = RetByte(o);
+        if (p->first) p->main_gadget = FindReturnGadget(o.addr, o.phdr, o.phnum);
         p->first = false;
         if (!Contains(o, p->caller, 0)) return 0;
-        p->caller_gadget = RetByte(o);
+        p->caller_gadget = FindReturnGadget(o.addr, o.phdr, o.phnum);
         p->found = true;
         return 1;
       },
@@ -506,10 +491,11 @@ __attribute__((visibility("hidden"))) void* ParklotOpenSlow(
   const uintptr_t b = dlmopen ? reinterpret_cast<uintptr_t>(file)
                               : static_cast<uintptr_t>(flags);
   const uintptr_t c = static_cast<uintptr_t>(flags);
-  const uintptr_t gadget = ParklotShadowStack() == 0 ? ReturnGadget(caller) : 0;
+  const ReturnGadget gadget =
+      ParklotShadowStack() == 0 ? GadgetFor(caller) : ReturnGadget{};
   void* handle;
-  if (gadget != 0) {
-    handle = ParklotCallAs(fn, a, b, c, gadget);
+  if (gadget.address != 0) {
+    handle = ParklotCallAs(fn, a, b, c, gadget.address, gadget.saves);
   } else if (dlmopen) {
     handle = RealGlibc().dlmopen(lmid, file, flags);
   } else {
@@ -621,46 +607,6 @@ dlmopen:
   .cfi_endproc
   .size dlmopen, .-dlmopen
 
-  .globl ParklotCallAs
-  .hidden ParklotCallAs
-  .type ParklotCallAs, @function
-  .p2align 4
-ParklotCallAs:
-  .cfi_startproc
-  endbr64
-  push %rbp
-  .cfi_def_cfa_offset 16
-  .cfi_offset %rbp, -16
-  mov %rsp, %rbp
-  .cfi_def_cfa_register %rbp
-  mov %rdi, %rax
-  mov %rsi, %rdi
-  mov %rdx, %rsi
-  mov %rcx, %rdx
-  lea 1f(%rip), %rcx
-  sub $8, %rsp
-  push %rcx
-  push %r8
-  jmp *%rax
-1:
-  leave
-  .cfi_def_cfa %rsp, 8
-  ret
-  .cfi_endproc
-  .size ParklotCallAs, .-ParklotCallAs
-
-  .globl ParklotShadowStack
-  .hidden ParklotShadowStack
-  .type ParklotShadowStack, @function
-  .p2align 4
-ParklotShadowStack:
-  .cfi_startproc
-  endbr64
-  xor %eax, %eax
-  rdsspq %rax
-  ret
-  .cfi_endproc
-  .size ParklotShadowStack, .-ParklotShadowStack
 )");
 
 // glibc's symbol versions (symbol_versions.h).

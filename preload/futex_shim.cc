@@ -6,7 +6,8 @@
 // glibc's syscall(number, ...) passes six argument registers whatever the
 // number; so does this one, read as longs. Every call not served goes to
 // the kernel with those registers untouched (parklot::internal::RawSyscall6), and the
-// result takes syscall()'s convention: -1 with errno for -4095..-1.
+// result takes syscall()'s convention: -1 with errno for -4095..-1. A
+// scheduling change made this way is noted as sched_shim.cc notes glibc's.
 //
 // While futexes are served, the program's SIGSEGV and SIGBUS actions live
 // behind the handler that turns a served call's fault into EFAULT
@@ -62,6 +63,9 @@ extern "C" long syscall(long number, ...) {
     r = parklot::internal::futex::Futex2(number, a1, a2, a3, a4, a5, a6);
   } else {
     r = parklot::internal::RawSyscall6(number, a1, a2, a3, a4, a5, a6);
+    if (r == 0 && parklot::internal::preload::SetsScheduling(number)) {
+      parklot::internal::preload::NoteSchedulingSyscall(number, a1, a2, a3);
+    }
   }
   if (static_cast<unsigned long>(r) > -4096UL) {
     errno = static_cast<int>(-r);

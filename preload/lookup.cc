@@ -219,12 +219,12 @@ PARKLOT_NOSAN const Objects& GetObjects(Objects* local) {
   return *local;
 }
 
-// A `ret` byte in the code of the object holding `caller`, or 0 (none, or
-// the caller is in no object). The ELF header heads the object's first
+// The return gadget (call_as.h) of the object holding `caller`; address 0
+// if none (or the caller is in no object). The ELF header heads the object's first
 // mapping; its program headers follow it there.
-PARKLOT_NOSAN uintptr_t GadgetIn(const void* caller) {
+PARKLOT_NOSAN ReturnGadget GadgetIn(const void* caller) {
   dl_find_object found;
-  if (_dl_find_object(const_cast<void*>(caller), &found) != 0) return 0;
+  if (_dl_find_object(const_cast<void*>(caller), &found) != 0) return {};
   const auto start = reinterpret_cast<uintptr_t>(found.dlfo_map_start);
   const auto end = reinterpret_cast<uintptr_t>(found.dlfo_map_end);
   const auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(start);
@@ -232,18 +232,10 @@ PARKLOT_NOSAN uintptr_t GadgetIn(const void* caller) {
       eh->e_ident[EI_MAG1] != ELFMAG1 || eh->e_ident[EI_MAG2] != ELFMAG2 ||
       eh->e_ident[EI_MAG3] != ELFMAG3 ||
       eh->e_phoff + eh->e_phnum * sizeof(ElfW(Phdr)) > end - start) {
-    return 0;
+    return {};
   }
   const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(start + eh->e_phoff);
-  const uintptr_t base = found.dlfo_link_map->l_addr;
-  for (int i = 0; i < eh->e_phnum; ++i) {
-    if (ph[i].p_type != PT_LOAD || (ph[i].p_flags & PF_X) == 0) continue;
-    const auto* code = reinterpret_cast<const unsigned char*>(base + ph[i].p_vaddr);
-    for (size_t k = 0; k < ph[i].p_filesz; ++k) {
-      if (code[k] == 0xc3) return reinterpret_cast<uintptr_t>(code + k);
-    }
-  }
-  return 0;
+  return FindReturnGadget(found.dlfo_link_map->l_addr, ph, eh->e_phnum);
 }
 
 // Whether the caller is an object after the shim in the global search
@@ -276,12 +268,14 @@ PARKLOT_NOSAN void* Lookup(void* handle, const char* name, const char* version,
   Objects local;
   const Objects& o = GetObjects(&local);
   const void* fn = versioned ? o.glibc_dlvsym : o.glibc_dlsym;
-  const uintptr_t gadget = ParklotShadowStack() == 0 ? GadgetIn(caller) : 0;
+  const ReturnGadget gadget =
+      ParklotShadowStack() == 0 ? GadgetIn(caller) : ReturnGadget{};
   void* r;
-  if (gadget != 0) {
+  if (gadget.address != 0) {
     r = ParklotCallAs(fn, reinterpret_cast<uintptr_t>(handle),
                       reinterpret_cast<uintptr_t>(name),
-                      reinterpret_cast<uintptr_t>(version), gadget);
+                      reinterpret_cast<uintptr_t>(version), gadget.address,
+                      gadget.saves);
   } else if (versioned) {
     // glibc then sees the shim as the caller: the same answer for a handle
     // and for RTLD_DEFAULT (the shim, loaded at start-up, has the global

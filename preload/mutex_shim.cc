@@ -146,10 +146,13 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
 
 // The unlock hooks (kUnlockHooks), before the release: out of line, so
 // that the unlock fast path tests one byte and calls nothing (inlined,
-// they cost it a callee-saved register).
-__attribute__((noinline)) void UnlockHooks(pthread_mutex_t* m) {
+// they cost it a callee-saved register). `site`: the program's call of
+// unlock (pthread_mutex_unlock jumps to ShimMutexUnlock, whose return
+// address it is).
+__attribute__((noinline)) void UnlockHooks(pthread_mutex_t* m,
+                                           const void* site) {
   if (DeadlockOn()) DeadlockReleased(m);
-  if (ProfileOn()) ProfileRelease(m);
+  if (ProfileOn()) ProfileRelease(m, site);
 }
 
 }  // namespace
@@ -164,7 +167,7 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
     // fast path's only test of g_lock_hooks.
     if (__builtin_expect((g_lock_hooks & kUnlockHooks) != 0, 0)) {
       if (SteppingAside()) return RealGlibc().pthread_mutex_unlock(m);
-      UnlockHooks(m);
+      UnlockHooks(m, __builtin_return_address(0));
     }
     ClearMutexOwner(m);
     MutexCore::Unlock(word);
@@ -181,14 +184,18 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
   const int type = ShimMutexType(kind);
   if (type < 0) return EINVAL;
   if (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) {
-    if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m);
+    if ((g_lock_hooks & kUnlockHooks) != 0) {
+      UnlockHooks(m, __builtin_return_address(0));
+    }
     ClearMutexOwner(m);
     MutexCore::Unlock(word);  // with unused kind bits set: still no check
     return 0;
   }
   if (!MutexCore::HeldByCurrentThread(word)) return EPERM;
   if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
-  if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m);
+  if ((g_lock_hooks & kUnlockHooks) != 0) {
+    UnlockHooks(m, __builtin_return_address(0));
+  }
   ClearMutexOwner(m);
   MutexCore::Unlock(word);
   return 0;

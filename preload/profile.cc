@@ -53,48 +53,85 @@ struct alignas(64) StackEntry {
   std::atomic<uint64_t> hash;
   uint32_t depth;
   uintptr_t pc[kMaxDepth];  // return addresses
+  // Counts in 1/kCountOne units: a sample shorter than the rate stands for
+  // rate / d waits (profile.h).
   std::atomic<uint64_t> waits, wait_ns;  // as a waiter's stack
   std::atomic<uint64_t> woke, woke_ns;   // as the stack of a release
 };
 
+constexpr int kCountBits = 16;
+constexpr uint64_t kCountOne = uint64_t{1} << kCountBits;
+
 // --- The slot table --------------------------------------------------------
 
-// One claim per lock address with sampled waiters: `key` is the address
-// and, in its top 16 bits, how many sampled waiters wait for it (0: a free
-// slot); `holder` is the address and, in its top 16 bits, 1 + the stack
-// table index of the last release that recorded its stack for it (0: that
-// release's stack was not stored); `recorded_ns` is when that release
-// recorded (0: a waiter claimed since, and the next release records).
-// User addresses fit in 48 bits (x86-64's 4-level paging; a lock above,
-// possible only with 5-level paging and an explicit hint, is sampled
-// without its holder).
+// One claim per lock address with contended waiters in progress: `key` is
+// the address and, in its top 16 bits, how many such waiters wait for it
+// (0: a free slot). User addresses fit in 48 bits (x86-64's 4-level
+// paging; a lock above, possible only with 5-level paging and an explicit
+// hint, is sampled without its holder).
 constexpr int kCountShift = 48;
 constexpr uint64_t kAddressMask = (uint64_t{1} << kCountShift) - 1;
 constexpr uint64_t kOneWaiter = uint64_t{1} << kCountShift;
 static_assert(kStacks < 0xffff, "a stack index + 1 fits 16 bits");
-struct alignas(32) Slot {
+struct Slot {
   std::atomic<uint64_t> key;
-  std::atomic<uint64_t> holder;
-  std::atomic<int64_t> recorded_ns;
 };
 // A lookup reads one group, one cache line; at most this many locks with
-// sampled waiters at once hash to a group before a claim is dropped.
-constexpr unsigned kSlotGroupBits = 10;
-constexpr uint32_t kSlotsPerGroup = 2;
+// contended waiters at once hash to a group before a claim is dropped.
+constexpr unsigned kSlotGroupBits = 8;
+constexpr uint32_t kSlotsPerGroup = 8;
 constexpr uint32_t kSlots = (1u << kSlotGroupBits) * kSlotsPerGroup;
 static_assert(sizeof(Slot) * kSlotsPerGroup == 64, "a group is a cache line");
 
-// While a sampled waiter waits, a release records its stack if it is the
-// first since a waiter claimed, or if none recorded for the lock in this
-// long: a waiter parked through thousands of short critical sections
-// (threads outnumbering CPUs) would otherwise have each of them walk its
-// stack, 1-2 us apiece, inside the critical section. So the release a wait
-// is charged to is the one that let the waiter in, or one of the same lock
-// at most this long before it.
-constexpr int64_t kRecordEveryNs = 50000;
+// Each slot's releases, one cache line, written by the releases of the
+// slot's lock while it has a claim (so never by two locks at once), read
+// by its waiters once they hold the lock.
+// - `lock`: whose release sites these are (a slot may serve another lock
+//   later: its sites are then forgotten).
+// - `holder`: the last release, as the address and, in its top 16 bits,
+//   1 + the stack table index of its stack (0: not stored).
+// - `releases`: how many releases recorded (when to refresh a site).
+// - `walked_ns`: when a release of the slot last walked its stack.
+// - `site`: the stacks of the last kSites release sites (the program's
+//   call of unlock, sem_post, ...), as the site in the low 48 bits and
+//   1 + the stack's index in the top 16.
+constexpr uint32_t kSites = 4;
+struct alignas(64) Releases {
+  std::atomic<uintptr_t> lock;
+  std::atomic<uint64_t> holder;
+  std::atomic<uint64_t> releases;
+  std::atomic<int64_t> walked_ns;
+  std::atomic<uint64_t> site[kSites];
+};
+static_assert(sizeof(Releases) == 64, "a slot's releases are a cache line");
+
+// Walking a stack costs 1-2 us inside the releaser's critical section, so
+// a release reuses the stack last walked at its site, and walks only for a
+// site its slot does not know (at most once per kWalkEveryNs per slot:
+// hot locks released from more than kSites places would otherwise walk at
+// every release) or to refresh a known one (once per kRefreshEvery
+// releases, at most once per kRefreshEveryNs: the same call of unlock
+// reached from other callers has other outer frames).
+constexpr int64_t kWalkEveryNs = 50000;
+constexpr uint64_t kRefreshEvery = 64;
+constexpr int64_t kRefreshEveryNs = 1000000;
+
+// The locks sampled waits were for, each with its first sampled waiter's
+// call site, for the files' header; locks beyond the table are not listed.
+constexpr uint32_t kLocks = 1024;
+struct LockEntry {
+  std::atomic<uintptr_t> lock;
+  std::atomic<uintptr_t> site;
+};
 
 // What did not make it into the files, and how many sampled waits did.
+// `waits` and `wait_ns`: contended waits until the first one sampled, for
+// the line that says none was (counted no further: every contended wait
+// would otherwise write this line).
 struct alignas(64) Counts {
+  std::atomic<uint64_t> waits;
+  std::atomic<uint64_t> wait_ns;
+  std::atomic<uint64_t> locks_full;     // locks not listed
   std::atomic<uint64_t> sampled;        // sampled waits that acquired
   std::atomic<uint64_t> no_stack;       // ... whose waiter stack was lost
   std::atomic<uint64_t> no_holder;      // ... whose holder stack was lost
@@ -105,6 +142,8 @@ struct alignas(64) Counts {
 
 StackEntry* g_stacks = nullptr;  // kStacks
 Slot* g_slots = nullptr;         // kSlots, in groups of kSlotsPerGroup
+Releases* g_releases = nullptr;  // kSlots, one per slot
+LockEntry* g_locks = nullptr;    // kLocks
 Counts* g_counts = nullptr;
 uint32_t g_rate = 1;
 // The shim's own code: frames there are left out of the stacks, so that a
@@ -114,11 +153,11 @@ uintptr_t g_shim_end = 0;
 
 // --- This thread -------------------------------------------------------------
 
-// This thread's sampled wait in progress, if any. One at a time: a wait in
-// a signal handler that interrupted a sampled wait is not sampled. A wait
-// left by siglongjmp from a handler never finishes; `frame` (an address in
-// the frame that began it) tells the next sampled wait that it is gone (it
-// was deeper in the stack), and that one releases its claim.
+// This thread's profiled wait in progress, if any. One at a time: a wait
+// in a signal handler that interrupted a profiled wait is not profiled. A
+// wait left by siglongjmp from a handler never finishes; `frame` (an
+// address in the frame that began it) tells the next profiled wait that it
+// is gone (it was deeper in the stack), and that one releases its claim.
 struct ThreadClaim {
   uint64_t number;  // 0: none
   uintptr_t lock;
@@ -129,9 +168,6 @@ constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadClaim
     t_claim;
 constinit __attribute__((tls_model("initial-exec"))) thread_local uint64_t
     t_claims;
-// Contended acquisitions until this thread's next sample (0: not drawn).
-constinit __attribute__((tls_model("initial-exec"))) thread_local uint32_t
-    t_countdown;
 constinit __attribute__((tls_model("initial-exec"))) thread_local uint64_t
     t_rng;
 // Inside this file's stack walk or claim bookkeeping: a lock taken there
@@ -155,22 +191,19 @@ uint64_t NextRandom() {
   return x * 0x2545F4914F6CDD1Dull;
 }
 
-// Whether this contended acquisition is sampled: on average 1 in g_rate.
-bool DrawSample() {
-  const auto draw = [] {
-    return 1 + static_cast<uint32_t>(NextRandom() % (2 * uint64_t{g_rate} - 1));
-  };
-  if (t_countdown == 0) t_countdown = draw();
-  if (--t_countdown != 0) return false;
-  t_countdown = draw();
-  return true;
+// This wait's threshold, uniform in [1, g_rate]: the wait is sampled if
+// it lasts at least that long, i.e. with probability min(1, d / g_rate).
+int64_t DrawThreshold() {
+  return 1 + static_cast<int64_t>(NextRandom() % uint64_t{g_rate});
 }
 
 // --- Stacks ----------------------------------------------------------------
 
+// pc[0] is the lock's pseudo-frame; the walk fills the rest.
 struct Walk {
   uintptr_t pc[kMaxDepth];
-  int depth = 0;
+  int depth = 1;
+  bool in_shim = true;  // still in the shim's frames on top
 };
 
 _Unwind_Reason_Code CollectFrame(struct _Unwind_Context* context, void* arg) {
@@ -180,9 +213,10 @@ _Unwind_Reason_Code CollectFrame(struct _Unwind_Context* context, void* arg) {
   if (pc == 0) return _URC_END_OF_STACK;
   // The shim's frames on top (this walk, the entry point) are not the
   // program's: the stack starts below them.
-  if (w->depth == 0 && pc >= g_shim_begin && pc < g_shim_end) {
+  if (w->in_shim && pc >= g_shim_begin && pc < g_shim_end) {
     return _URC_NO_REASON;
   }
+  w->in_shim = false;
   // A signal frame's pc is the interrupted instruction, not a return
   // address: stored as one past it, so that every entry reads as a return
   // address (the file gives the first less one, pprof the others).
@@ -226,12 +260,32 @@ int32_t Intern(const Walk& w) {
   return -1;
 }
 
-// The calling thread's stack below the shim, interned; -1 if none (an
-// unwinder that found no frame, a full table). Called with t_walking set.
-__attribute__((noinline)) int32_t CurrentStack() {
+// The calling thread's stack below the shim under `lock`'s pseudo-frame,
+// interned; -1 if none (an unwinder that found no frame, a full table).
+// `*site`: the program's call (0 if none). Called with t_walking set.
+__attribute__((noinline)) int32_t CurrentStack(uintptr_t lock,
+                                               uintptr_t* site = nullptr) {
   Walk w;
+  w.pc[0] = lock;
   _Unwind_Backtrace(CollectFrame, &w);
-  return w.depth == 0 ? -1 : Intern(w);
+  if (site != nullptr) *site = w.depth > 1 ? w.pc[1] : 0;
+  return w.depth <= 1 ? -1 : Intern(w);
+}
+
+// Lists `lock` with `site` for the header, if not listed yet.
+void NoteLock(uintptr_t lock, uintptr_t site) {
+  uint32_t i = FibonacciHash(lock, 10);
+  for (uint32_t probe = 0; probe < 16; ++probe, i = (i + 1) & (kLocks - 1)) {
+    uintptr_t cur = g_locks[i].lock.load(std::memory_order_acquire);
+    if (cur == lock) return;
+    if (cur == 0 && g_locks[i].lock.compare_exchange_strong(
+                        cur, lock, std::memory_order_acq_rel)) {
+      g_locks[i].site.store(site, std::memory_order_release);
+      return;
+    }
+    if (cur == lock) return;
+  }
+  g_counts->locks_full.fetch_add(1, std::memory_order_relaxed);
 }
 
 // --- Slots -----------------------------------------------------------------
@@ -240,7 +294,7 @@ Slot* GroupOf(uintptr_t lock) {
   return &g_slots[FibonacciHash(lock, kSlotGroupBits) * kSlotsPerGroup];
 }
 
-// Claims `lock`'s slot for one more sampled waiter; the slot's index, or
+// Claims `lock`'s slot for one more contended waiter; the slot's index, or
 // -1 if its group is full (counted).
 int32_t Claim(uintptr_t lock) {
   if (lock > kAddressMask) return -1;
@@ -254,8 +308,6 @@ int32_t Claim(uintptr_t lock) {
       const uint64_t want = k == 0 ? lock | kOneWaiter : k + kOneWaiter;
       if (group[i].key.compare_exchange_weak(k, want,
                                              std::memory_order_acq_rel)) {
-        // The next release records, whenever the last one did.
-        group[i].recorded_ns.store(0, std::memory_order_relaxed);
         return static_cast<int32_t>(&group[i] - g_slots);
       }
     }
@@ -303,8 +355,8 @@ void WriteView(bool holders) {
   // both accept: delays in ns (1e9 "cycles" a second), each row to be
   // multiplied by the sampling period; no attribute but these (Go's
   // parser refuses others). Comments start with '#'.
-  f.Append("--- contention:\ncycles/second=1000000000\nsampling period=");
-  f.AppendDecimal(g_rate);
+  // Rows are scaled already (profile.h): a period of 1.
+  f.Append("--- contention:\ncycles/second=1000000000\nsampling period=1");
   f.Append("\ndiscarded samples=");
   f.AppendDecimal(lost);
   f.Append("\n# parklot contention profile, pid ");
@@ -318,9 +370,12 @@ void WriteView(bool holders) {
   f.Append(ExecutablePath());
   f.Append("\n# ");
   f.AppendDecimal(sampled);
-  f.Append(" sampled waits, 1 in ");
+  f.Append(" sampled waits, by wait time: a wait of d ns kept with probability "
+           "min(1, d / ");
   f.AppendDecimal(g_rate);
-  f.Append(" contended acquisitions on average; discarded: ");
+  f.Append("), counted as max(1, ");
+  f.AppendDecimal(g_rate);
+  f.Append(" / d) waits; discarded: ");
   f.AppendDecimal(lost);
   f.Append(holders ? " whose release left no stack" : " without a stack");
   f.Append(" (stack table full: ");
@@ -330,20 +385,41 @@ void WriteView(bool holders) {
   f.Append(" waits); ");
   f.AppendDecimal(c.release_walks.load(std::memory_order_relaxed));
   f.Append(" release stacks walked\n");
+  // The locks, as the statistics report names them: each row's innermost
+  // frame is one of these addresses.
+  for (uint32_t i = 0; i < kLocks; ++i) {
+    const uintptr_t lock = g_locks[i].lock.load(std::memory_order_acquire);
+    if (lock == 0) continue;
+    char site[512];
+    const uintptr_t pc = g_locks[i].site.load(std::memory_order_acquire);
+    if (pc != 0) {
+      DescribeCallSite(reinterpret_cast<const void*>(pc), site, sizeof(site));
+    } else {
+      strcpy(site, "?");
+    }
+    f.Append("# lock ");
+    f.AppendHex(lock);
+    f.Append(": first sampled wait at ");
+    f.Append(site);
+    f.Append("\n");
+  }
   for (uint32_t i = 0; i < kStacks; ++i) {
     const StackEntry& e = g_stacks[i];
     if (e.hash.load(std::memory_order_acquire) <= kStackBeingWritten) continue;
-    const uint64_t count = (holders ? e.woke : e.waits).load();
-    if (count == 0) continue;
+    const uint64_t scaled = (holders ? e.woke : e.waits).load();
+    if (scaled == 0) continue;
+    // Rounded; a stack with samples shows at least one wait.
+    const uint64_t count =
+        scaled < kCountOne ? 1 : (scaled + kCountOne / 2) >> kCountBits;
     f.AppendDecimal((holders ? e.woke_ns : e.wait_ns).load());
     f.Append(" ");
     f.AppendDecimal(count);
     f.Append(" @");
     for (uint32_t d = 0; d < e.depth; ++d) {
       f.Append(" ");
-      // The innermost return address less one, inside its call: pprof
-      // takes the first address as it is and the others less one.
-      f.AppendHex(d == 0 ? e.pc[0] - 1 : e.pc[d]);
+      // The first is the lock's pseudo-frame, which pprof takes as it is;
+      // the others are return addresses, which it takes less one.
+      f.AppendHex(e.pc[d]);
     }
     f.Append("\n");
   }
@@ -379,7 +455,9 @@ int FindShim(struct dl_phdr_info* info, size_t, void* arg) {
 void EnableProfile(const Config& config) {
   constexpr size_t stacks = kStacks * sizeof(StackEntry);
   constexpr size_t slots = kSlots * sizeof(Slot);
-  constexpr size_t bytes = stacks + slots + sizeof(Counts);
+  constexpr size_t releases = kSlots * sizeof(Releases);
+  constexpr size_t locks = kLocks * sizeof(LockEntry);
+  constexpr size_t bytes = stacks + slots + releases + locks + sizeof(Counts);
   // No reserve: most of the stack table stays untouched.
   void* p = MapAnonymous(bytes, /*reserve=*/false);
   if (p == nullptr) {
@@ -390,7 +468,10 @@ void EnableProfile(const Config& config) {
   char* base = static_cast<char*>(p);
   g_stacks = reinterpret_cast<StackEntry*>(base);
   g_slots = reinterpret_cast<Slot*>(base + stacks);
-  g_counts = reinterpret_cast<Counts*>(base + stacks + slots);
+  g_releases = reinterpret_cast<Releases*>(base + stacks + slots);
+  g_locks = reinterpret_cast<LockEntry*>(base + stacks + slots + releases);
+  g_counts =
+      reinterpret_cast<Counts*>(base + stacks + slots + releases + locks);
   g_rate = static_cast<uint32_t>(config.profile_rate);
   ShimRange r{reinterpret_cast<uintptr_t>(&EnableProfile), 0, 0};
   dl_iterate_phdr(FindShim, &r);
@@ -400,18 +481,21 @@ void EnableProfile(const Config& config) {
 }
 
 void ProfileWait::Begin(const void* lock) {
-  if (t_walking || !DrawSample()) return;
+  if (t_walking) return;
   const auto key = reinterpret_cast<uintptr_t>(lock);
   const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   if (t_claim.number != 0) {
-    // A sampled wait of this thread has not finished. Its frame above
+    // A profiled wait of this thread has not finished. Its frame above
     // this one: this wait is in a signal handler that interrupted it, and
-    // is not sampled. Below: it was left by siglongjmp, and is over.
+    // is not profiled. Below: it was left by siglongjmp, and is over.
     if (t_claim.frame > frame) return;
     ReleaseClaim();
   }
+  // Every contended wait pays these: two clock reads, a claim and the
+  // count of waits in progress (docs/diagnostics.md measures them); only a
+  // sampled one walks a stack.
+  const int64_t start = MonotonicNanos();
   t_walking = true;
-  stack_ = CurrentStack();
   const int32_t slot = Claim(key);
   t_walking = false;
   lock_ = key;
@@ -424,7 +508,7 @@ void ProfileWait::Begin(const void* lock) {
   // Before the wait begins: a release that sees this count looks for the
   // claim, which is already in its slot.
   g_profile_waits.fetch_add(1, std::memory_order_acq_rel);
-  start_ns_ = MonotonicNanos();
+  start_ns_ = start;
 }
 
 void ProfileWait::Finish(bool acquired) {
@@ -434,25 +518,48 @@ void ProfileWait::Finish(bool acquired) {
   // thread's wait in progress any more.
   if (t_claim.number != claim) return;
   const int64_t delay = MonotonicNanos() - start_ns_;
-  if (acquired && delay > 0) {
+  Counts& c = *g_counts;
+  if (acquired && delay > 0 && c.sampled.load(std::memory_order_relaxed) == 0) {
+    // For the line that says none was sampled, until one is.
+    c.waits.fetch_add(1, std::memory_order_relaxed);
+    c.wait_ns.fetch_add(static_cast<uint64_t>(delay),
+                        std::memory_order_relaxed);
+  }
+  if (acquired && delay >= DrawThreshold()) {
     const auto ns = static_cast<uint64_t>(delay);
-    Counts& c = *g_counts;
+    const uint64_t rate = g_rate;
+    // Kept with probability min(1, d / rate): a shorter wait stands for
+    // rate / d waits of rate ns each, a longer one for itself (Go's
+    // block profile).
+    const uint64_t weight = ns >= rate ? kCountOne : (rate << kCountBits) / ns;
+    const uint64_t charged = ns >= rate ? ns : rate;
     c.sampled.fetch_add(1, std::memory_order_relaxed);
-    if (stack_ >= 0) {
-      g_stacks[stack_].waits.fetch_add(1, std::memory_order_relaxed);
-      g_stacks[stack_].wait_ns.fetch_add(ns, std::memory_order_relaxed);
+    // The waiter's stack, walked now that the wait is known to be sampled
+    // (inside the caller's critical section: 1-2 us, per sampled wait).
+    t_walking = true;
+    uintptr_t site = 0;
+    const int32_t stack = CurrentStack(lock_, &site);
+    NoteLock(lock_, site);
+    t_walking = false;
+    if (stack >= 0) {
+      g_stacks[stack].waits.fetch_add(weight, std::memory_order_relaxed);
+      g_stacks[stack].wait_ns.fetch_add(charged, std::memory_order_relaxed);
     } else {
       c.no_stack.fetch_add(1, std::memory_order_relaxed);
     }
     // The last release that recorded for this lock: the one that let this
-    // thread in (its store preceded the release this acquisition read).
+    // thread in (its store preceded the release this acquisition read),
+    // unless that one released in the moment between this thread's first
+    // attempt and its claim, when it did not know of this wait; the lock's
+    // release before it stands in then.
     const int32_t slot = t_claim.slot;
     const uint64_t h =
-        slot >= 0 ? g_slots[slot].holder.load(std::memory_order_acquire) : 0;
-    if (h != 0 && (h & kAddressMask) == lock_ && (h >> kCountShift) != 0) {
+        slot >= 0 ? g_releases[slot].holder.load(std::memory_order_acquire)
+                  : 0;
+    if ((h & kAddressMask) == lock_ && (h >> kCountShift) != 0) {
       StackEntry& e = g_stacks[(h >> kCountShift) - 1];
-      e.woke.fetch_add(1, std::memory_order_relaxed);
-      e.woke_ns.fetch_add(ns, std::memory_order_relaxed);
+      e.woke.fetch_add(weight, std::memory_order_relaxed);
+      e.woke_ns.fetch_add(charged, std::memory_order_relaxed);
     } else {
       c.no_holder.fetch_add(1, std::memory_order_relaxed);
     }
@@ -460,30 +567,61 @@ void ProfileWait::Finish(bool acquired) {
   ReleaseClaim();
 }
 
-void ProfileReleaseSlow(const void* lock) {
+// Records the calling release of `lock`, called from `site`, as the
+// holder in `r`: the stack last walked at `site` if the slot knows it,
+// else (or to refresh it) a walk, if the slot's walks allow one now.
+void RecordRelease(Releases& r, uintptr_t lock, uintptr_t site) {
+  if (r.lock.load(std::memory_order_relaxed) != lock) {
+    for (auto& e : r.site) e.store(0, std::memory_order_relaxed);
+    r.lock.store(lock, std::memory_order_relaxed);
+  }
+  // Releases of one lock are serialized, but for a read lock's: two
+  // readers may count one release, which only shifts a refresh.
+  const uint64_t n = r.releases.load(std::memory_order_relaxed) + 1;
+  uint64_t known = 0;  // site | (stack + 1) << 48, or 0
+  uint32_t at = static_cast<uint32_t>(n % kSites);  // where a new site goes
+  for (uint32_t i = 0; i < kSites; ++i) {
+    const uint64_t e = r.site[i].load(std::memory_order_relaxed);
+    if (e != 0 && (e & kAddressMask) == site) {
+      known = e;
+      at = i;
+      break;
+    }
+  }
+  const uint64_t known_stack = known & ~kAddressMask;
+  uint64_t holder = lock | known_stack;  // without a stack if none known
+  if (known == 0 || n % kRefreshEvery == 0) {
+    const int64_t now = MonotonicNanos();
+    int64_t last = r.walked_ns.load(std::memory_order_relaxed);
+    const int64_t every = known != 0 ? kRefreshEveryNs : kWalkEveryNs;
+    if ((last == 0 || now - last >= every) &&
+        r.walked_ns.compare_exchange_strong(last, now,
+                                            std::memory_order_relaxed)) {
+      t_walking = true;
+      const int32_t stack = CurrentStack(lock);
+      t_walking = false;
+      g_counts->release_walks.fetch_add(1, std::memory_order_relaxed);
+      // A stack that found no room is recorded as lost.
+      const uint64_t tag = static_cast<uint64_t>(stack + 1) << kCountShift;
+      if (stack >= 0) r.site[at].store(site | tag, std::memory_order_relaxed);
+      holder = lock | tag;
+    }
+  }
+  r.releases.store(n, std::memory_order_relaxed);
+  // Before the release itself: the waiter it lets in reads this after its
+  // acquisition.
+  r.holder.store(holder, std::memory_order_release);
+}
+
+void ProfileReleaseSlow(const void* lock, const void* site) {
   const auto key = reinterpret_cast<uintptr_t>(lock);
   if (t_walking || key > kAddressMask) return;
   Slot* group = GroupOf(key);
   for (uint32_t i = 0; i < kSlotsPerGroup; ++i) {
     const uint64_t k = group[i].key.load(std::memory_order_acquire);
     if ((k & kAddressMask) != key || (k >> kCountShift) == 0) continue;
-    // One release at a time records (readers release concurrently), and
-    // not again within kRecordEveryNs unless a waiter claimed since.
-    int64_t last = group[i].recorded_ns.load(std::memory_order_relaxed);
-    const int64_t now = MonotonicNanos();
-    if ((last != 0 && now - last < kRecordEveryNs) ||
-        !group[i].recorded_ns.compare_exchange_strong(
-            last, now, std::memory_order_relaxed)) {
-      return;
-    }
-    t_walking = true;
-    const int32_t stack = CurrentStack();
-    t_walking = false;
-    g_counts->release_walks.fetch_add(1, std::memory_order_relaxed);
-    // Before the release itself: the waiter it lets in reads this after
-    // its acquisition. A stack that found no room is recorded as lost.
-    group[i].holder.store(key | static_cast<uint64_t>(stack + 1) << kCountShift,
-                          std::memory_order_release);
+    RecordRelease(g_releases[&group[i] - g_slots], key,
+                  reinterpret_cast<uintptr_t>(site) & kAddressMask);
     return;
   }
 }
@@ -493,8 +631,23 @@ void WriteProfiles() {
   // nothing, and a process that only runs another (timeout, a shell, a
   // launcher), given the same path without %p, would replace that
   // program's profile with its own empty one when it exits after it.
-  if (g_counts == nullptr ||
-      g_counts->sampled.load(std::memory_order_relaxed) == 0) {
+  if (g_counts == nullptr) return;
+  if (g_counts->sampled.load(std::memory_order_relaxed) == 0) {
+    // But a process that waited and has nothing to show says so, on the
+    // report sink, so that a missing file is not a mystery.
+    const uint64_t waits = g_counts->waits.load(std::memory_order_relaxed);
+    if (waits == 0) return;
+    char line[256];
+    TextBuffer text(line, sizeof(line));
+    text.Add("parklot: PARKLOT_PROFILE: pid %d sampled none of its %llu "
+             "contended waits (%llu us in all; one sample per %d ns of "
+             "wait, PARKLOT_PROFILE_RATE): no profile written\n",
+             static_cast<int>(getpid()),
+             static_cast<unsigned long long>(waits),
+             static_cast<unsigned long long>(
+                 g_counts->wait_ns.load(std::memory_order_relaxed) / 1000),
+             static_cast<int>(g_rate));
+    WriteReport(Sink::kReport, text.view());
     return;
   }
   WriteView(false);
@@ -505,8 +658,13 @@ void ProfileResetInChild() {
   if (g_counts == nullptr) return;
   for (uint32_t i = 0; i < kSlots; ++i) {
     g_slots[i].key.store(0, std::memory_order_relaxed);
-    g_slots[i].holder.store(0, std::memory_order_relaxed);
-    g_slots[i].recorded_ns.store(0, std::memory_order_relaxed);
+    Releases& r = g_releases[i];
+    if (r.lock.load(std::memory_order_relaxed) == 0) continue;
+    r.lock.store(0, std::memory_order_relaxed);
+    r.holder.store(0, std::memory_order_relaxed);
+    r.releases.store(0, std::memory_order_relaxed);
+    r.walked_ns.store(0, std::memory_order_relaxed);
+    for (auto& e : r.site) e.store(0, std::memory_order_relaxed);
   }
   g_profile_waits.store(0, std::memory_order_relaxed);
   // Only the entries that hold figures are written: the rest of the table
@@ -521,7 +679,16 @@ void ProfileResetInChild() {
       e.woke_ns.store(0, std::memory_order_relaxed);
     }
   }
+  for (uint32_t i = 0; i < kLocks; ++i) {
+    if (g_locks[i].lock.load(std::memory_order_relaxed) != 0) {
+      g_locks[i].lock.store(0, std::memory_order_relaxed);
+      g_locks[i].site.store(0, std::memory_order_relaxed);
+    }
+  }
   Counts& c = *g_counts;
+  c.waits.store(0);
+  c.wait_ns.store(0);
+  c.locks_full.store(0);
   c.sampled.store(0);
   c.no_stack.store(0);
   c.no_holder.store(0);

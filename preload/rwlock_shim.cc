@@ -224,7 +224,7 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
   std::atomic<uint64_t>* word = Word(rw);
   if (Core::HeldExclusivelyByCurrentThread(word)) {
     if (DeadlockOn()) DeadlockReleased(rw);
-    if (ProfileOn()) ProfileRelease(rw);
+    if (ProfileOn()) ProfileRelease(rw, __builtin_return_address(0));
     rw->__data.__cur_writer = 0;
     // glibc's write unlock hands over to a waiting writer in this kind.
     Core::Unlock(word, KindOf(rw) == Core::Kind::kWritersFirst);
@@ -236,7 +236,7 @@ int pthread_rwlock_unlock(pthread_rwlock_t* rw) {
   // and corrupts its reader count (README, differences from glibc).
   if (Core::ReaderCount(word) == 0) return EPERM;
   if (DeadlockOn()) DeadlockReleased(rw);
-  if (ProfileOn()) ProfileRelease(rw);
+  if (ProfileOn()) ProfileRelease(rw, __builtin_return_address(0));
   Core::UnlockShared(word);
   return 0;
 }

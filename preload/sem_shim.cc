@@ -117,7 +117,7 @@ int sem_trywait(sem_t* s) {
 int sem_post(sem_t* s) {
   if (!Ours(s)) return RealGlibc().sem_post(s);
   if (StatsOn()) CountOp(Op::kSemPost);
-  if (ProfileOn()) ProfileRelease(s);
+  if (ProfileOn()) ProfileRelease(s, __builtin_return_address(0));
   // After Release publishes the unit, a woken waiter may destroy and free
   // the semaphore; Release touches nothing of it past that point.
   return View(s)->sem.Release(1) ? 0 : Fail(EOVERFLOW);

@@ -39,6 +39,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include <atomic>
@@ -182,6 +183,18 @@ Deadline ProgramDeadline(const struct timespec& ts, clockid_t clock,
 // Called once by the constructor, before any thread: notes whether the
 // program's clock_gettime is glibc's (ProgramDeadline). Not thread-safe.
 void ResolveProgramClock();
+
+// Whether system call `number` changes a thread's scheduling
+// (sched_setscheduler, sched_setparam, sched_setattr): inline, so that
+// syscall()'s other calls pay two compares.
+inline bool SetsScheduling(long number) {
+  return number == SYS_sched_setparam || number == SYS_sched_setscheduler ||
+         number == SYS_sched_setattr;
+}
+// syscall() made such a call with arguments a1..a3 and the kernel returned
+// 0: tells the lot (SchedulingChanged), as the shim's own functions of
+// those names do (sched_shim.cc).
+void NoteSchedulingSyscall(long number, long a1, long a2, long a3);
 
 // The child part of ForkStep::kShimStandIns (runtime/fork.h, registered by
 // init.cc): frees the stand-in mutexes of process-shared condvar waits

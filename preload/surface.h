@@ -49,6 +49,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <threads.h>
@@ -121,7 +122,12 @@
   F(sighandler_t, sysv_signal, (int sig, sighandler_t h), (sig, h), "GLIBC_2.2.5", 0) \
   F(sighandler_t, __sysv_signal, (int sig, sighandler_t h), (sig, h), "GLIBC_2.2.5", 0) \
   F(sighandler_t, sigset, (int sig, sighandler_t h), (sig, h), "GLIBC_2.2.5", 0) \
-  F(int, sigignore, (int sig), (sig), "GLIBC_2.2.5", 0)
+  F(int, sigignore, (int sig), (sig), "GLIBC_2.2.5", 0)                        \
+  F(int, sched_setscheduler, (pid_t pid, int policy, const struct sched_param* p), (pid, policy, p), "GLIBC_2.2.5", 0) \
+  F(int, sched_setparam, (pid_t pid, const struct sched_param* p), (pid, p), "GLIBC_2.2.5", 0) \
+  F(int, pthread_setschedparam, (pthread_t t, int policy, const struct sched_param* p), (t, policy, p), "GLIBC_2.2.5", 1) \
+  F(int, pthread_setschedprio, (pthread_t t, int priority), (t, priority), "GLIBC_2.34", 1) \
+  F(int, pthread_attr_setschedpolicy, (pthread_attr_t* a, int policy), (a, policy), "GLIBC_2.2.5", 1)
 
 #define PARKLOT_SURFACE(F, V) \
   PARKLOT_SURFACE_HOOKED(F) PARKLOT_SURFACE_STUBBED(F, V)

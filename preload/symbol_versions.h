@@ -109,6 +109,11 @@
   PARKLOT_V225(pthread_once); \
   PARKLOT_V228(call_once)
 
+// sched_shim.cc (pthread_setschedprio's compat version is libpthread's,
+// now in libc)
+#define PARKLOT_VERSIONS_SCHED \
+  PARKLOT_COMPAT(pthread_setschedprio, 234, "GLIBC_2.3.4")
+
 // deepbind.cc (dlopen's compat version is libdl's, now in libc)
 #define PARKLOT_VERSIONS_DEEPBIND       \
   PARKLOT_V225(dlopen); \

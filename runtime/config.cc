@@ -63,8 +63,8 @@ constexpr char kStatsRange[] =
     "1/0, true/false, yes/no, or a file path with a '/'";
 constexpr char kPathRange[] = "a file path with a '/'";
 constexpr char kDeadlockRange[] = "off, report or abort";
-static_assert(kMaxProfileRate == 1000000, "the text below states the range");
-constexpr char kProfileRateRange[] = "a whole number from 1 to 1000000";
+static_assert(kMaxProfileRate == 1000000000, "the text below states the range");
+constexpr char kProfileRateRange[] = "a whole number of ns from 1 to 1000000000";
 
 bool ValidBuckets(size_t n) { return n >= 1 && n <= kMaxTableBuckets; }
 // Written so that NaN fails.

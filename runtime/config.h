@@ -28,8 +28,9 @@
 //                        waited) and to PATH.holders (whose unlocks ended
 //                        the waits), read by google-pprof (preload/profile.h)
 //                                                         default off
-//   PARKLOT_PROFILE_RATE 1..1000000: on average 1 in this many contended
-//                        acquisitions is sampled           default 100
+//   PARKLOT_PROFILE_RATE 1..1000000000 ns of wait per sample: a contended
+//                        wait of d ns is sampled with probability
+//                        min(1, d / rate)                  default 1000000
 //   PARKLOT_SYSCALL_FUTEX 1 = the shim also serves private
 //                        syscall(SYS_futex, ...) waits and wakes
 //   (the two switches take 1/0, true/false, yes/no, t/f, y/n; default 0)
@@ -60,7 +61,7 @@ namespace parklot::internal {
 inline constexpr double kMaxLoadFactor = 1024;
 inline constexpr int kMaxSpinBudget = 64;
 inline constexpr int64_t kMaxFairNs = 60'000'000'000;  // 60 s
-inline constexpr int kMaxProfileRate = 1'000'000;
+inline constexpr int kMaxProfileRate = 1'000'000'000;  // ns: 1 s
 
 enum class SpinMode { kAdaptive, kOff, kFixed };
 
@@ -88,9 +89,10 @@ struct Config {
   // PARKLOT_PROFILE=PATH: where the contention profiles go (nullptr:
   // profiling off). Points into the environment; "%p" stands for the pid.
   const char* profile_path = nullptr;
-  // PARKLOT_PROFILE_RATE: on average 1 in this many contended acquisitions
-  // is sampled, 1..kMaxProfileRate.
-  int profile_rate = 100;
+  // PARKLOT_PROFILE_RATE: nanoseconds of wait per sample; a contended wait
+  // of d ns is sampled with probability min(1, d / rate), 1..kMaxProfileRate
+  // (docs/design.md §5.15).
+  int profile_rate = 1'000'000;
 };
 
 // True in a secure-mode process: getauxval(AT_SECURE) is nonzero, i.e. the

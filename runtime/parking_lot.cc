@@ -83,8 +83,9 @@ inline void WakeOverflowSleepers() {
 }
 
 // Unlinks every waiter on `key` for which `take(td, &stop)` returns true
-// (scanning in FIFO order, stopping when it sets *stop) into a chain linked
-// through `next`, in FIFO order, and returns the chain head. With `claim`
+// (scanning in queue order, highest priority first and FIFO among equals
+// (Bucket::Enqueue), stopping when it sets *stop) into a chain linked
+// through `next`, in that order, and returns the chain head. With `claim`
 // (the chain is to be woken, perhaps handed a resource), each waiter is
 // claimed before `take` sees it. A waiter that a signal handler runs on
 // (kParkerAway) is never offered to `take`: it may never come back to its
@@ -160,7 +161,7 @@ Waiter* TakeWaiters(Bucket* b, uintptr_t key, bool claim, Take take,
 constexpr size_t kWakeRoots = 2;
 
 // Releases the `count` threads of `chain` with `token`, under the bucket
-// lock, as one wake tree (docs/design.md section 3.3). The chain, in FIFO
+// lock, as one wake tree (docs/design.md section 3.3). The chain, in queue
 // order, is the pre-order walk of a forest of up to kWakeRoots trees in
 // which every node has up to kWakeFanout children and subtrees are as equal
 // as can be. The walk keeps the path from the root to the current node on a
@@ -250,7 +251,7 @@ void ReleaseChain(Waiter* chain, size_t count, UnparkToken token,
 }
 
 // Unlinks up to `limit` (>= 1) waiters on `key` whose park token shares a
-// bit with `token_mask` (any waiter for kAnyParkToken), FIFO, as
+// bit with `token_mask` (any waiter for kAnyParkToken), in queue order, as
 // TakeWaiters.
 Waiter* TakeUpTo(Bucket* b, uintptr_t key, bool claim, size_t limit,
                  ParkToken token_mask, size_t* count, WakeList* wakes)
@@ -268,16 +269,17 @@ Waiter* TakeUpTo(Bucket* b, uintptr_t key, bool claim, size_t limit,
       count, wakes);
 }
 
-// Unlinks up to `limit` (>= 1) waiters on `key`, FIFO, whatever their park
-// tokens, claimed for a wake-up (TakeWaiters): the first waiters, as every
-// unpark but UnparkFilter and UnparkUpTo takes them.
+// Unlinks up to `limit` (>= 1) waiters on `key`, in queue order, whatever
+// their park tokens, claimed for a wake-up (TakeWaiters): the first
+// waiters, as every unpark but UnparkFilter and UnparkUpTo takes them.
 Waiter* TakeFirst(Bucket* b, uintptr_t key, size_t limit, size_t* count,
                   WakeList* wakes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->lock) {
   return TakeUpTo(b, key, /*claim=*/true, limit, kAnyParkToken, count, wakes);
 }
 
 // Moves up to `limit` (>= 1) waiters on `from` (in `bf`) to `to`'s queue in
-// `bt`, FIFO, behind those already there, counting them into `*count`. They
+// `bt`, in queue order, each by its priority behind those of its priority
+// already there, counting them into `*count`. They
 // stay parked: only their key and queue change. Away waiters met on the way
 // are released into `wakes` (TakeWaiters).
 void RequeueFirst(Bucket* bf, uintptr_t from, Bucket* bt, uintptr_t to,
@@ -502,6 +504,9 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
     UnparkToken token;
     ~RestoreToken() { td->unpark_token = token; }
   } restore_token{td, td->unpark_token};
+  // Outside the bucket lock: in a process that uses real-time scheduling
+  // it may ask the kernel (docs/design.md section 3.15).
+  const uint8_t priority = QueuePriority(td);
   {
     BucketTable::ReadSection rs(table);
     Bucket* b = table.LockBucket(key);
@@ -511,6 +516,7 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
       return {ParkResult::kInvalid, 0};
     }
     td->waiter.key.store(key, std::memory_order_relaxed);
+    td->waiter.priority = priority;
     td->park_token = park_token;
     td->parker.store(kParkerQueued, std::memory_order_relaxed);
     b->Enqueue(&td->waiter);

@@ -36,6 +36,14 @@
 // before_sleep, which runs while the thread is queued, may unpark, as a
 // condvar wait unlocks its mutex there.)
 //
+// Queue order: the threads parked on one key are queued highest real-time
+// priority first (SCHED_FIFO and SCHED_RR threads by their sched_priority,
+// every other thread below them as one level) and first come first served
+// among equals, as the kernel orders a futex's waiters; "first" below
+// means first in that order. A thread's priority is taken when it queues
+// (SchedulingChanged says how the lot learns of it); a requeued thread
+// keeps it and takes its place by it among the new key's waiters.
+//
 // Invariant (docs/design.md section 6, invariant 1: no lost wake-up):
 // `validate` runs with the key's bucket locked, and every unpark locks the same
 // bucket, so a waker that changes the waited-on word and then unparks cannot
@@ -99,7 +107,7 @@ struct UnparkResult {
 //
 // With the key's bucket locked, calls `validate`; if it returns false the
 // thread does not park and kInvalid is returned. Otherwise the thread is
-// queued (FIFO per key) with `park_token`, the bucket unlocked,
+// queued with `park_token`, the bucket unlocked,
 // `before_sleep` called, and the thread sleeps. If the deadline passes
 // first, the thread dequeues itself and calls `left_queue(key,
 // was_last_thread)` under the bucket lock, where `key` is the key it was
@@ -135,9 +143,10 @@ UnparkResult UnparkOne(uintptr_t key,
 // Park returns (a wake tree; docs/design.md section 3.3.1).
 size_t UnparkAll(uintptr_t key, UnparkToken token = kDefaultUnparkToken);
 
-// Unparks up to `count` threads parked on `key`, FIFO, skipping those whose
-// park token shares no bit with `token_mask` (kAnyParkToken: none skipped,
-// so FUTEX_BITSET_MATCH_ANY wakes every served waiter); each receives
+// Unparks up to `count` threads parked on `key`, in queue order, skipping
+// those whose park token shares no bit with `token_mask` (kAnyParkToken:
+// none skipped, so FUTEX_BITSET_MATCH_ANY wakes every served waiter); each
+// receives
 // kDefaultUnparkToken. Returns the number unparked. Async-signal-safe (see
 // the top of this file): called from a handler that interrupted its thread
 // inside a lock section, it queues the unpark, which that thread runs as
@@ -201,7 +210,7 @@ UnparkResult UnparkRequeueCounted(
 
 enum class FilterOp { kUnpark, kSkip, kStop };
 
-// Calls `filter(park_token)` for each thread parked on `key`, in FIFO
+// Calls `filter(park_token)` for each thread parked on `key`, in queue
 // order, under the bucket lock: kUnpark wakes it, kSkip leaves it, kStop
 // ends the scan. `callback(result)` then runs under the lock and returns the
 // token every woken thread receives. Returns the result.
@@ -265,11 +274,12 @@ struct PairResult {
 // locked (once if they are the same bucket), calls `plan`, which may read
 // and update words atomically with respect to parkers of either key and
 // fills in the counts, or returns false to abort. Then, still under the
-// locks, takes the threads to wake and requeue in FIFO order per key, in
+// locks, takes the threads to wake and requeue in queue order per key, in
 // the order of PairPlan's fields (so with from == to, step 3 wakes threads
-// beyond those of step 1; requeued threads join `to` behind those already
-// parked there and keep their park tokens). Woken threads receive `token`;
-// no fairness is computed. `from` may equal `to`.
+// beyond those of step 1; requeued threads join `to`'s queue by priority,
+// behind those of their priority already parked there, and keep their park
+// tokens). Woken threads
+// receive `token`; no fairness is computed. `from` may equal `to`.
 PairResult UnparkPair(uintptr_t from, uintptr_t to,
                       absl::FunctionRef<bool(PairPlan*)> plan,
                       UnparkToken token = kDefaultUnparkToken);
@@ -298,6 +308,19 @@ void LeaveSignalHandler(const SignalHandlerScope& scope);
 // NoteTlsSharingTask ran, Park asks which task is parking, and a task
 // other than the TLS's owner parks on a guest record of its own
 // (AcquireGuestData), so two tasks never share one queue record.
+
+// Tells the lot that a thread's scheduling policy or priority may have
+// changed (sched_setscheduler, sched_setparam, pthread_setschedparam,
+// pthread_setschedprio) or that real-time threads may be made (a
+// SCHED_FIFO or SCHED_RR thread attribute); `real_time`: the new policy is
+// SCHED_FIFO or SCHED_RR. Until a process started real-time or a call with
+// `real_time` true, every thread queues as a non-real-time one and no park
+// asks the kernel for a priority; from then on each thread reads its own
+// priority again (one sched_getparam) at its first park after each call.
+// The preload shim calls it from those functions; a program that links the
+// library calls parklot::SchedulingChanged (sync/scheduling.h), which
+// forwards here. Async-signal-safe; never blocks.
+void SchedulingChanged(bool real_time);
 
 // Helpers for keys: the address of the waited-on object.
 inline uintptr_t KeyOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }

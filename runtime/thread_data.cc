@@ -25,6 +25,7 @@ namespace parklot::internal {
 constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadData t_data;
 constinit __attribute__((tls_model("initial-exec"))) thread_local bool t_registered;
 constinit std::atomic<void (*)(ThreadData*)> g_wake_duty_hook{nullptr};
+constinit std::atomic<uint32_t> g_sched_generation{0};
 namespace {
 
 // Live threads at once; also the size of the state table, which slot ids
@@ -114,17 +115,46 @@ bool ChunkFor(uint32_t i) {
 
 void OnThreadExit(void* arg);
 
+// The calling task's real-time priority: its sched_priority, which is
+// 1..99 under SCHED_FIFO and SCHED_RR and 0 under every other policy
+// (SCHED_DEADLINE included). A raw system call: no errno, and safe in a
+// signal handler.
+uint8_t OwnRealTimePriority() {
+  struct sched_param param = {};
+  const long rc = RawSyscall6(SYS_sched_getparam, 0,
+                              reinterpret_cast<long>(&param), 0, 0, 0, 0);
+  if (rc != 0 || param.sched_priority <= 0) return 0;
+  return static_cast<uint8_t>(param.sched_priority > 255 ? 255
+                                                         : param.sched_priority);
+}
+
+// A process that starts real-time (chrt, a real-time parent, posix_spawn
+// with POSIX_SPAWN_SETSCHEDULER) queues by priority from its first park:
+// one sched_getparam at load time, before main and any sandbox, the
+// start-up exception of docs/design.md section 6, invariant 9. Its threads
+// inherit the policy without a call the shim sees.
+void ReadStartupScheduling() {
+  const uint8_t priority = OwnRealTimePriority();
+  if (priority == 0) return;
+  uint32_t expected = 0;
+  g_sched_generation.compare_exchange_strong(
+      expected, 1, std::memory_order_release, std::memory_order_relaxed);
+}
+
 // The CPUs at start-up: in the affinity mask (the spin policy's) and online
 // (the `cpus` growth policy's). Read by a load-time constructor, before
 // main and so before any sandbox the program installs (docs/design.md section
 // 6, invariant 9: glibc makes no sched_getaffinity for a program that never
 // asks), or by the first use of the lot if that comes earlier (another
-// library's constructor). Written once before any thread can read them.
+// library's constructor). Written once before any thread can read them. The same
+// moment reads whether the process starts real-time
+// (ReadStartupScheduling).
 size_t g_affinity_cpus = 0;
 size_t g_online_cpus = 0;
 
 void ReadStartupCpus() {
   if (g_affinity_cpus != 0) return;
+  ReadStartupScheduling();
   cpu_set_t set;
   const int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -331,6 +361,25 @@ GuestSlots& GuestRecords() { return g_guests; }
 
 void ReleaseGuestData(ThreadData* td, int32_t tid) {
   g_guests.Release(td, tid);
+}
+
+uint8_t RefreshQueuePriority(ThreadData* td, uint32_t generation) {
+  td->sched_priority = OwnRealTimePriority();
+  td->sched_generation = generation;
+  return td->sched_priority;
+}
+
+void SchedulingChanged(bool real_time) {
+  uint32_t g = g_sched_generation.load(std::memory_order_relaxed);
+  uint32_t next;
+  do {
+    // Nobody real-time yet, and nobody becoming so: nothing to re-read.
+    if (g == 0 && !real_time) return;
+    next = g + 1 == 0 ? 1 : g + 1;  // 0 stays "never real-time"
+    // Release: a thread that sees the new generation reads its priority
+    // after the change that bumped it.
+  } while (!g_sched_generation.compare_exchange_weak(
+      g, next, std::memory_order_release, std::memory_order_relaxed));
 }
 
 bool GuestTaskDied(const ThreadData* td) {

@@ -127,6 +127,11 @@ struct ThreadData {
   // is harmless: a released thread only ever sees a spurious wake-up.
   std::atomic<std::atomic<uint32_t>*> wake_duty[kWakeFanout] = {};
   std::atomic<uint32_t> wake_duty_count{0};
+  // The thread's real-time priority as last read (QueuePriority), and the
+  // scheduling generation it was read in (0: never). Touched only by this
+  // thread and its handlers.
+  uint32_t sched_generation = 0;
+  uint8_t sched_priority = 0;
   ThreadCounters counters;
 };
 
@@ -250,6 +255,34 @@ inline bool EvictOwnRecord(ThreadData* td) {
     return false;
   }
   return EvictQueuedOwnRecord(td);
+}
+
+// Real-time queue order (docs/design.md section 3.15). A waiter queues
+// with its thread's real-time priority (Waiter::priority). The priority is
+// known without a system call while the process has never been seen to
+// use real-time scheduling: g_sched_generation is 0 then, and every park
+// queues at 0. Once it has been (the process started real-time, or
+// SchedulingChanged said so), every change of any thread's scheduling that
+// the lot hears of bumps the generation, and each thread reads its own
+// priority again (one sched_getparam) at its next park.
+extern constinit std::atomic<uint32_t> g_sched_generation;
+// Reads the calling task's priority (sched_getparam) into `td` for
+// `generation` and returns it. Async-signal-safe; leaves errno alone.
+uint8_t RefreshQueuePriority(ThreadData* td, uint32_t generation);
+
+// The priority the calling task queues with, parking on `td` (its own
+// record, or a guest record: those are shared by tasks over time, so their
+// cache is never trusted). One relaxed load and a predictable branch in a
+// process that never used real-time scheduling. Call outside any bucket
+// lock (it may make a system call).
+inline uint8_t QueuePriority(ThreadData* td) {
+  const uint32_t generation =
+      g_sched_generation.load(std::memory_order_acquire);
+  if (__builtin_expect(generation == 0, 1)) return 0;
+  if (td->sched_generation == generation && td->slot != kNoSlot) {
+    return td->sched_priority;
+  }
+  return RefreshQueuePriority(td, generation);
 }
 
 // The registry of threads that have used the parking lot.

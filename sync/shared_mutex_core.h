@@ -19,11 +19,16 @@ namespace parklot::internal {
 // same code runs on a parklot::SharedMutex and in place inside a glibc
 // pthread_rwlock_t (the preload shim). Not for direct use by applications.
 //
-// `word`: bit 0 a writer holds the lock or is pending (waiting for the
-// readers inside to leave), bit 1 threads may be parked on the word's
-// address, bit 2 the pending writer may be parked on address + 1, bits 8..31
-// the writer's registry slot (0 when no writer), bits 32..63 the number of
-// read locks held. `ema`: moving average of spin rounds (runtime/spin.h).
+// `word`: bits 0 and 1 (both set or both clear) a writer holds the lock or
+// is pending (waiting for the readers inside to leave), bit 2 threads may be
+// parked on the word's address, bits 3..30 the number of read locks held,
+// bit 32 the pending writer may be parked on address + 1, bits 40..63 the
+// writer's registry slot (0 when no writer). The low 32 bits are where
+// glibc keeps an rwlock's __readers and read as glibc's encoding of it
+// (write phase and write-locked bits, readers counted from bit 3), so that
+// debuggers and glibc's pretty printers read a shim-run rwlock's state
+// right (docs/design.md section 5.17). `ema`: moving average of spin rounds
+// (runtime/spin.h).
 // Both zero-filled = unlocked. Functions return POSIX error numbers (0 on
 // success) so that the shim can pass them through; the shim adds the
 // misuse checks (EDEADLK, EPERM, EINVAL) around them.
@@ -46,22 +51,25 @@ class SharedMutexCore {
     kWritersFirst = 2,
   };
 
-  static constexpr uint64_t kWriter = 1;
+  // A writer holds the lock or is pending: glibc's write-phase and
+  // write-locked bits, set and cleared together.
+  static constexpr uint64_t kWriter = 3;
   // Readers or writers may be parked on the word's address (waiting to
   // acquire): an unlock must unpark.
-  static constexpr uint64_t kWaitersParked = 2;
-  // The pending writer is parked on address + 1, waiting for the readers
-  // inside to leave: the last reader out must unpark it.
-  static constexpr uint64_t kWriterParked = 4;
-  static constexpr int kOwnerShift = 8;
-  static constexpr uint64_t kOwnerMask = uint64_t{0xffffff} << kOwnerShift;
-  static constexpr int kReaderShift = 32;
+  static constexpr uint64_t kWaitersParked = 4;
+  static constexpr int kReaderShift = 3;
   static constexpr uint64_t kOneReader = uint64_t{1} << kReaderShift;
   // Read locks that may be held at once; one more is EAGAIN
   // (pthread_rwlock_rdlock's "maximum number of read locks exceeded").
   // glibc 2.36's limit (its reader count has 28 bits), so that the shim
   // says EAGAIN where glibc does.
   static constexpr uint64_t kMaxReaders = (uint64_t{1} << 28) - 1;
+  static constexpr uint64_t kReaderMask = kMaxReaders << kReaderShift;
+  // The pending writer is parked on address + 1, waiting for the readers
+  // inside to leave: the last reader out must unpark it.
+  static constexpr uint64_t kWriterParked = uint64_t{1} << 32;
+  static constexpr int kOwnerShift = 40;
+  static constexpr uint64_t kOwnerMask = uint64_t{0xffffff} << kOwnerShift;
 
   static uint64_t OwnerBits(uint32_t slot) {
     return uint64_t{slot} << kOwnerShift | kWriter;
@@ -69,7 +77,9 @@ class SharedMutexCore {
   static uint32_t OwnerOf(uint64_t w) {
     return static_cast<uint32_t>((w & kOwnerMask) >> kOwnerShift);
   }
-  static uint64_t ReadersOf(uint64_t w) { return w >> kReaderShift; }
+  static uint64_t ReadersOf(uint64_t w) {
+    return (w & kReaderMask) >> kReaderShift;
+  }
 
   // Exclusive lock. Blocks until the caller holds the lock (0) or
   // `deadline` passes (ETIMEDOUT; the lock is unchanged). An expired

@@ -426,8 +426,8 @@ int main(int argc, char** argv) {
       char* end;
       errno = 0;
       const long n = strtol(v, &end, 10);
-      if (*v < '0' || *v > '9' || *end != '\0' || errno != 0 || n < 1 || n > 1000000) {
-        Usage("--profile-rate wants a whole number from 1 to 1000000, not", v);
+      if (*v < '0' || *v > '9' || *end != '\0' || errno != 0 || n < 1 || n > 1000000000) {
+        Usage("--profile-rate wants nanoseconds of wait, a whole number from 1 to 1000000000, not", v);
       }
       profile_rate = v;
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {

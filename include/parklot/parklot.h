@@ -7,6 +7,7 @@
 #include "parklot/latch.h"
 #include "parklot/mutex.h"
 #include "parklot/once.h"
+#include "parklot/scheduling.h"
 #include "parklot/semaphore.h"
 #include "parklot/shared_mutex.h"
 

@@ -1,7 +1,7 @@
 // hash/: BucketTable instances built directly from TableOptions (not the
-// process's table): policies, target sizes, growth, the cap, per-key FIFO
-// order across moves, concurrent readers during growth, bucket primitives
-// and the fairness timer.
+// process's table): policies, target sizes, growth, the cap, per-key order
+// (priority, then FIFO) across moves, concurrent readers during growth,
+// bucket primitives and the fairness timer.
 #include "hash/bucket_table.h"
 
 #include <unistd.h>
@@ -477,11 +477,12 @@ TEST(MaybeGrow, FixedNeverGrows) {
   EXPECT_EQ(t.growths(), 0u);
 }
 
-// --- Moves keep every waiter, each in its key's bucket, FIFO per key ------
+// --- Moves keep every waiter, each in its key's bucket, in its key's order -
 
 // Waiters of many keys interleaved in the queues; after each growth every
 // waiter must be found exactly once, in the bucket of its key, and the
-// waiters of each key in the order they were enqueued.
+// waiters of each key by priority, in the order they were enqueued among
+// equals.
 // Retired tables stay mapped: a bucket pointer a reader loaded before two
 // growths still locks and unlocks (with a grace period the old tables were
 // unmapped: a fault, or ASan's use-after-unmap). Their count and bytes are
@@ -519,7 +520,7 @@ TEST(MaybeGrow, RetiredTablesStayMappedAndCounted) {
   second->lock.Unlock();
 }
 
-TEST(MaybeGrow, MovesWaitersKeepingPerKeyFifoOrder) {
+TEST(MaybeGrow, MovesWaitersKeepingPerKeyOrder) {
   BucketTable t(Options(GrowthPolicy::kThreads));
   constexpr int kKeys = 61, kPerKey = 33;
   std::vector<uintptr_t> keys;
@@ -530,12 +531,16 @@ TEST(MaybeGrow, MovesWaitersKeepingPerKeyFifoOrder) {
   }
   auto waiters = std::make_unique<Waiter[]>(kKeys * kPerKey);
   auto index_of = [&](const Waiter* w) { return w - waiters.get(); };
+  // Every fourth waiter of a key is not real-time; the others have
+  // real-time priorities 10, 20 and 30 in turn.
+  auto priority_of = [](int r) { return static_cast<uint8_t>(r % 4 * 10); };
   {
     BucketTable::ReadSection rs(t);
     for (int r = 0; r < kPerKey; ++r) {
       for (int k = 0; k < kKeys; ++k) {
         Waiter* w = &waiters[k * kPerKey + r];
         w->key.store(keys[k], std::memory_order_relaxed);
+        w->priority = priority_of(r);
         Bucket* b = t.LockBucket(keys[k]);
         b->Enqueue(w);
         b->lock.Unlock();
@@ -557,7 +562,11 @@ TEST(MaybeGrow, MovesWaitersKeepingPerKeyFifoOrder) {
       }
       b->lock.Unlock();
       std::vector<ptrdiff_t> want;
-      for (int r = 0; r < kPerKey; ++r) want.push_back(k * kPerKey + r);
+      for (int p = 30; p >= 0; p -= 10) {
+        for (int r = 0; r < kPerKey; ++r) {
+          if (priority_of(r) == p) want.push_back(k * kPerKey + r);
+        }
+      }
       EXPECT_EQ(order, want) << "key " << k;
     }
     // Nothing else is queued anywhere: every waiter in these buckets is
@@ -745,6 +754,53 @@ TEST(Bucket, EnqueueRemoveAndHasKey) {
   b.Enqueue(&w[1]);
   EXPECT_EQ(b.head, &w[1]);
   EXPECT_EQ(b.tail, &w[1]);
+  b.lock.Unlock();
+}
+
+// The waiters of `key` in `b`, in queue order, as indices into `w`.
+std::vector<int> QueueOf(const Bucket& b, uintptr_t key, const Waiter* w)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  std::vector<int> order;
+  for (const Waiter* x = b.head; x != nullptr; x = x->next) {
+    if (x->current_key() == key) order.push_back(static_cast<int>(x - w));
+  }
+  return order;
+}
+
+// Real-time waiters (docs/design.md section 3.15): each key's waiters in
+// descending priority, FIFO among equals, non-real-time (0) last; another
+// key's waiters, queued in between, do not count; the tail stays right.
+TEST(Bucket, EnqueueOrdersEachKeyByPriority) {
+  Bucket b;
+  Waiter w[10];
+  // Key 0xA: priorities 0, 10, 30, 10, 0, 30 in arrival order; key 0xB:
+  // 50, 0, 20, 5 interleaved.
+  const struct {
+    uintptr_t key;
+    uint8_t priority;
+  } arrivals[10] = {{0xA, 0},  {0xB, 50}, {0xA, 10}, {0xA, 30}, {0xB, 0},
+                    {0xA, 10}, {0xB, 20}, {0xA, 0},  {0xA, 30}, {0xB, 5}};
+  b.lock.Lock();
+  for (int i = 0; i < 10; ++i) {
+    w[i].key.store(arrivals[i].key);
+    w[i].priority = arrivals[i].priority;
+    b.Enqueue(&w[i]);
+    Waiter* last = b.head;
+    while (last->next != nullptr) last = last->next;
+    EXPECT_EQ(b.tail, last) << "after " << i;
+  }
+  EXPECT_EQ(QueueOf(b, 0xA, w), (std::vector<int>{3, 8, 2, 5, 0, 7}));
+  EXPECT_EQ(QueueOf(b, 0xB, w), (std::vector<int>{1, 6, 9, 4}));
+  // The whole queue: [3, 8, 2, 5, 0, 1, 6, 9, 4, 7].
+  EXPECT_EQ(b.head, &w[3]);
+  EXPECT_EQ(b.tail, &w[7]);
+  // Removing keeps the order; one that comes back at another priority
+  // takes its place by it.
+  b.Remove(&w[3], nullptr);
+  w[3].priority = 20;
+  b.Enqueue(&w[3]);
+  EXPECT_EQ(QueueOf(b, 0xA, w), (std::vector<int>{8, 3, 2, 5, 0, 7}));
+  EXPECT_EQ(b.head, &w[8]);
   b.lock.Unlock();
 }
 

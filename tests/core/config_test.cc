@@ -352,10 +352,10 @@ TEST_F(ConfigEnv, ReportPathsAndDeadlockMode) {
 }
 
 // PARKLOT_PROFILE takes a path only (a profile on stderr cannot be read
-// back); PARKLOT_PROFILE_RATE 1..1000000.
+// back); PARKLOT_PROFILE_RATE 1..1000000000 ns of wait per sample.
 TEST_F(ConfigEnv, ProfilePathAndRate) {
   EXPECT_EQ(ConfigFromEnvironment().profile_path, nullptr);
-  EXPECT_EQ(ConfigFromEnvironment().profile_rate, 100);
+  EXPECT_EQ(ConfigFromEnvironment().profile_rate, 1000000);
   Config c = With("PARKLOT_PROFILE", "./prof.%p");
   ASSERT_NE(c.profile_path, nullptr);
   EXPECT_STREQ(c.profile_path, "./prof.%p");
@@ -366,11 +366,12 @@ TEST_F(ConfigEnv, ProfilePathAndRate) {
     });
   }
   EXPECT_EQ(With("PARKLOT_PROFILE_RATE", "1").profile_rate, 1);
-  EXPECT_EQ(With("PARKLOT_PROFILE_RATE", "1000000").profile_rate,
+  EXPECT_EQ(With("PARKLOT_PROFILE_RATE", "1000000000").profile_rate,
             kMaxProfileRate);
-  for (const char* bad : {"0", "-1", "1000001", "4294967297", "often", ""}) {
-    ExpectRejected("PARKLOT_PROFILE_RATE", bad, "100", [](const Config& c) {
-      EXPECT_EQ(c.profile_rate, 100);
+  for (const char* bad :
+       {"0", "-1", "1000000001", "4294967297", "often", ""}) {
+    ExpectRejected("PARKLOT_PROFILE_RATE", bad, "1000000", [](const Config& c) {
+      EXPECT_EQ(c.profile_rate, 1000000);
     });
   }
 }

@@ -8,6 +8,8 @@
 // operation must still see only its own key's threads.
 #include "runtime/parking_lot.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 
@@ -1067,6 +1069,90 @@ TEST(SignalHandlers, AwayWaiterGetsNoHandoffAndTheNextOneDoes) {
   stage.store(3);
   jumper.join();
   sigaction(SIGUSR2, &old, nullptr);
+}
+
+// --- Real-time queue order (docs/design.md section 3.15) -----------------
+
+// A thread that becomes SCHED_FIFO `priority` (0: stays SCHED_OTHER), tells
+// the lot as a program that links the library does (SchedulingChanged),
+// and parks on `key` with `token`.
+class RealTimeParker {
+ public:
+  RealTimeParker(uintptr_t key, int priority, ParkToken token)
+      : thread_([this, key, priority, token] {
+          if (priority > 0) {
+            sched_param p{};
+            p.sched_priority = priority;
+            EXPECT_EQ(pthread_setschedparam(pthread_self(), SCHED_FIFO, &p), 0);
+            SchedulingChanged(true);
+          }
+          result_ = Park(
+              key, [] { return true; },
+              [this] { queued_.store(true, std::memory_order_release); },
+              [](uintptr_t, bool) {}, token, Deadline::Never());
+        }) {
+    EXPECT_TRUE(WaitFor([this] {
+      return queued_.load(std::memory_order_acquire);
+    }));
+  }
+  ~RealTimeParker() {
+    if (thread_.joinable()) thread_.join();
+  }
+  ParkResult Join() {
+    if (thread_.joinable()) thread_.join();
+    return result_;
+  }
+
+ private:
+  std::atomic<bool> queued_{false};
+  ParkResult result_{ParkResult::kInvalid, 0};
+  std::thread thread_;
+};
+
+// Whether this process may make SCHED_FIFO threads (CAP_SYS_NICE).
+bool MayUseRealTime() {
+  sched_param p{};
+  p.sched_priority = 1;
+  if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &p) != 0) return false;
+  p.sched_priority = 0;
+  EXPECT_EQ(pthread_setschedparam(pthread_self(), SCHED_OTHER, &p), 0);
+  return true;
+}
+
+// Waiters of one key queue highest real-time priority first, FIFO among
+// equals and among the non-real-time; a requeue takes them to the other
+// key's queue by priority; the unparks follow that order.
+TEST(QueueOrder, RealTimeWaitersByPriorityAlsoAfterARequeue) {
+  if (!MayUseRealTime()) GTEST_SKIP() << "SCHED_FIFO needs CAP_SYS_NICE";
+  Watchdog wd(kWatch, "RealTimeWaitersByPriorityAlsoAfterARequeue");
+  Slot a, b;
+  const uintptr_t from = KeyOf(&a), to = KeyOf(&b);
+  // Tokens are the order of arrival; priorities 0, 10, 30, 20, 0, 30.
+  const int priorities[] = {0, 10, 30, 20, 0, 30};
+  std::vector<std::unique_ptr<RealTimeParker>> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.push_back(
+        std::make_unique<RealTimeParker>(from, priorities[i], ParkToken(i + 1)));
+  }
+  EXPECT_EQ(QueuedTokens(from), (std::vector<ParkToken>{3, 6, 4, 2, 1, 5}));
+  // `to` holds a priority-20 waiter and a non-real-time one.
+  threads.push_back(std::make_unique<RealTimeParker>(to, 20, 7));
+  threads.push_back(std::make_unique<RealTimeParker>(to, 0, 8));
+  const UnparkResult r = UnparkRequeue(
+      from, to, [] { return RequeueOp::kRequeueAll; },
+      [](RequeueOp, UnparkResult) { return kDefaultUnparkToken; });
+  EXPECT_EQ(r.requeued_threads, 6u);
+  EXPECT_EQ(QueuedTokens(to), (std::vector<ParkToken>{3, 6, 7, 4, 2, 8, 1, 5}));
+  // Each UnparkOne takes the first of that order.
+  std::vector<ParkToken> queued = QueuedTokens(to);
+  while (!queued.empty()) {
+    EXPECT_EQ(UnparkOne(to, [](UnparkResult) { return UnparkToken(99); })
+                  .unparked_threads,
+              1u);
+    queued.erase(queued.begin());
+    EXPECT_EQ(QueuedTokens(to), queued);
+  }
+  for (auto& t : threads) EXPECT_TRUE(t->Join().unparked());
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
  * error-checking, recursive; locked by lock, trylock, timedlock, and again
  * after a condvar wait), 0 once it is free and while a condvar wait has
  * released it; a write-locked rwlock's __data.__cur_writer is the writer's
- * id, 0 otherwise. As under glibc.
+ * id, 0 otherwise. And the state glibc's pretty printers read from an
+ * rwlock's __data.__readers: readers counted from bit 3 outside a write
+ * phase (bit 0), bits 0 and 1 set while a writer holds it, no writer bit
+ * and no readers when free. As under glibc.
  *
  *   owner_fields_prog */
 #include "tests/preload/shim_test_util.h"
@@ -158,6 +161,39 @@ static void CheckRwlock(void) {
   }
 }
 
+/* What glibc's printers report of an rwlock, from __readers alone. */
+static void CheckReaders(const pthread_rwlock_t* rw, int writer, unsigned readers,
+                         const char* what) {
+  const unsigned r = rw->__data.__readers;
+  const int write_locked = (r & 1) && (r & 2);
+  const unsigned counted = (r & 1) ? 0 : r >> 3;
+  if (write_locked != writer || counted != readers) {
+    SHIM_FAIL("rwlock %s: __readers %#x reads as %s with %u readers", what, r,
+              write_locked ? "write-locked" : "not write-locked", counted);
+  }
+}
+
+static void CheckRwlockState(int kind, const char* name) {
+  pthread_rwlockattr_t attr;
+  CHECK_RC(pthread_rwlockattr_init(&attr), 0);
+  CHECK_RC(pthread_rwlockattr_setkind_np(&attr, kind), 0);
+  pthread_rwlock_t rw;
+  CHECK_RC(pthread_rwlock_init(&rw, &attr), 0);
+  CheckReaders(&rw, 0, 0, name);
+  for (unsigned n = 1; n <= 3; ++n) {
+    CHECK_RC(pthread_rwlock_rdlock(&rw), 0);
+    CheckReaders(&rw, 0, n, name);
+  }
+  for (int n = 0; n < 3; ++n) CHECK_RC(pthread_rwlock_unlock(&rw), 0);
+  CheckReaders(&rw, 0, 0, name);
+  CHECK_RC(pthread_rwlock_wrlock(&rw), 0);
+  CheckReaders(&rw, 1, 0, name);
+  CHECK_RC(pthread_rwlock_unlock(&rw), 0);
+  CheckReaders(&rw, 0, 0, name);
+  CHECK_RC(pthread_rwlock_destroy(&rw), 0);
+  CHECK_RC(pthread_rwlockattr_destroy(&attr), 0);
+}
+
 int main(void) {
   shim_test_start("owner_fields", 60);
   CheckMutexKind(PTHREAD_MUTEX_NORMAL, "normal");
@@ -167,6 +203,9 @@ int main(void) {
   CheckCondWait(PTHREAD_MUTEX_NORMAL);
   CheckCondWait(PTHREAD_MUTEX_RECURSIVE);
   CheckRwlock();
+  CheckRwlockState(PTHREAD_RWLOCK_PREFER_READER_NP, "prefer-reader");
+  CheckRwlockState(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP,
+                   "prefer-writer-nonrecursive");
   /* A statically initialized mutex, the uncontended fast path. */
   static pthread_mutex_t fast = PTHREAD_MUTEX_INITIALIZER;
   CHECK_RC(pthread_mutex_lock(&fast), 0);

@@ -14,6 +14,13 @@
  *                           prints parent=PID child=PID
  *   profile_prog maps       prints the bytes of anonymous memory mapped at
  *                           the start of main
+ *   profile_prog long_waits two mutexes of few long waits: two threads
+ *                           each, holding their lock 8 ms at a time, about
+ *                           35 contended acquisitions per lock in 0.6 s;
+ *                           prints alpha=ADDR beta=ADDR and wall_ns=N
+ *   profile_prog one_wait   one contended wait, tens of microseconds long
+ *
+ * two_locks also prints alpha=ADDR beta=ADDR (the profile's lock frames).
  *
  * A watchdog (alarm) ends a hung run. */
 #define _GNU_SOURCE 1
@@ -24,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +57,50 @@ static void spin_for(int64_t ns) {
 static void fail(const char* what, int rc) {
   fprintf(stderr, "profile_prog: %s: %s\n", what, strerror(rc));
   exit(2);
+}
+
+/* --- Waits the holder sees begin -------------------------------------- */
+
+/* Which wait the waiter is about to enter (a number that grows from wait
+ * to wait), and the waiter's thread id: a holder releases only once it has
+ * seen the waiter asleep in that wait (await_asleep). Released on a timer
+ * instead, a waiter the scheduler ran late (a loaded machine, both threads
+ * on one CPU) found the lock free and did not contend at all. */
+static int g_step = -1;
+static pid_t g_waiter_tid;
+
+/* The waiter's side: the calling thread is the waiter, about to enter
+ * wait `step`. */
+static void enter(int step) {
+  __atomic_store_n(&g_waiter_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
+  __atomic_store_n(&g_step, step, __ATOMIC_RELEASE);
+}
+
+/* The state letter of thread `tid` in /proc/self/task/TID/stat ('?' if
+ * unreadable). */
+static char thread_state(pid_t tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return '?';
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char* paren = strrchr(buf, ')'); /* the name may hold spaces */
+  return paren != NULL && paren[1] == ' ' ? paren[2] : '?';
+}
+
+/* The holder's side: returns once the waiter entered wait `step` and then
+ * slept. Past enter() it makes no blocking call but the wait, so it is
+ * parked there (its spinning, if any, is over). */
+static void await_asleep(int step) {
+  while (__atomic_load_n(&g_step, __ATOMIC_ACQUIRE) != step) {
+  }
+  while (thread_state(__atomic_load_n(&g_waiter_tid, __ATOMIC_RELAXED)) !=
+         'S') {
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+  }
 }
 
 /* --- two_locks --------------------------------------------------------- */
@@ -105,13 +157,82 @@ static void run_threads(void* (*fns[])(void*), int n) {
   for (int i = 0; i < n; ++i) pthread_join(t[i], NULL);
 }
 
+static void print_locks(void) {
+  printf("alpha=%#lx beta=%#lx\n", (unsigned long)(uintptr_t)&g_alpha,
+         (unsigned long)(uintptr_t)&g_beta);
+}
+
 static void two_locks(int64_t run_ns) {
+  print_locks();
   const int64_t start = now_ns();
   g_until = start + run_ns;
   void* (*fns[])(void*) = {alpha_thread, alpha_thread, beta_thread,
                            beta_thread};
   run_threads(fns, 4);
   printf("wall_ns=%lld\n", (long long)(now_ns() - start));
+}
+
+/* --- long_waits, one_wait ---------------------------------------------- */
+
+static void sleep_ns(long ns) {
+  struct timespec ts = {0, ns};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* Holds `m` 8 ms at a time, then lets the other thread in (1 ms outside):
+ * its other thread waits about 8 ms at each of its acquisitions. */
+static void hold_long(pthread_mutex_t* m) {
+  while (now_ns() < g_until) {
+    pthread_mutex_lock(m);
+    sleep_ns(8000000);
+    pthread_mutex_unlock(m);
+    sleep_ns(1000000);
+  }
+}
+static void* long_alpha(void* arg) {
+  (void)arg;
+  hold_long(&g_alpha);
+  return NULL;
+}
+static void* long_beta(void* arg) {
+  (void)arg;
+  hold_long(&g_beta);
+  return NULL;
+}
+
+static void long_waits(void) {
+  print_locks();
+  const int64_t start = now_ns();
+  g_until = start + 600000000;
+  void* (*fns[])(void*) = {long_alpha, long_alpha, long_beta, long_beta};
+  run_threads(fns, 4);
+  printf("wall_ns=%lld\n", (long long)(now_ns() - start));
+}
+
+static int g_holding;
+
+static void* one_holder(void* arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_alpha);
+  __atomic_store_n(&g_holding, 1, __ATOMIC_RELEASE);
+  await_asleep(0);
+  pthread_mutex_unlock(&g_alpha);
+  return NULL;
+}
+
+/* main waits for the lock the other thread holds until main sleeps on it:
+ * one contended wait, tens of microseconds long. */
+static void one_wait(void) {
+  pthread_t t;
+  const int rc = pthread_create(&t, NULL, one_holder, NULL);
+  if (rc != 0) fail("pthread_create", rc);
+  while (!__atomic_load_n(&g_holding, __ATOMIC_ACQUIRE)) {
+  }
+  enter(0);
+  pthread_mutex_lock(&g_alpha);
+  pthread_mutex_unlock(&g_alpha);
+  pthread_join(t, NULL);
 }
 
 /* --- kinds ------------------------------------------------------------- */
@@ -126,7 +247,7 @@ static pthread_mutex_t g_cond_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
 static int g_cond_ready;
 
-/* The waiter's side: each of these waits about 1 ms for the holder. */
+/* The waiter's side: each of these waits for the holder. */
 NOINLINE void wait_recursive(void) {
   pthread_mutex_lock(&g_recursive);
   pthread_mutex_lock(&g_recursive); /* held twice: two unlocks release it */
@@ -213,10 +334,11 @@ NOINLINE void sync_barrier(void) {
   NOT_A_TAIL_CALL();
 }
 
-enum { kRounds = 40 };
+enum { kRounds = 40, kStepsPerRound = 8 };
 
-/* Each round one thread holds every lock and releases them 1 ms apart, in
- * the order the other thread waits for them; then they swap. */
+/* Each round one thread holds every lock and releases each once the other
+ * thread sleeps waiting for it, in the order it waits for them; then they
+ * swap. */
 static void* kinds_thread(void* arg) {
   const int me = (int)(intptr_t)arg;
   for (int round = 0; round < kRounds; ++round) {
@@ -226,31 +348,43 @@ static void* kinds_thread(void* arg) {
       pthread_mutex_lock(&g_timed);
       pthread_rwlock_wrlock(&g_rw);
       sync_barrier();
+      await_asleep(round * kStepsPerRound + 0);
       spin_for(1000000);
       release_recursive();
+      await_asleep(round * kStepsPerRound + 1);
       spin_for(1000000);
       release_errorcheck();
+      await_asleep(round * kStepsPerRound + 2);
       spin_for(1000000);
       release_timed();
+      await_asleep(round * kStepsPerRound + 3);
       spin_for(1000000);
       release_rw();
+      await_asleep(round * kStepsPerRound + 4);
       spin_for(1000000);
       post_sem();
+      await_asleep(round * kStepsPerRound + 5);
       spin_for(1000000);
       arrive_barrier();
       spin_for(1000000);
       signal_cond();
     } else {
       sync_barrier();
+      enter(round * kStepsPerRound + 0);
       wait_recursive();
+      enter(round * kStepsPerRound + 1);
       wait_errorcheck();
+      enter(round * kStepsPerRound + 2);
       wait_timed();
+      enter(round * kStepsPerRound + 3);
       if (round % 4 < 2) {
         wait_rdlock();
       } else {
         wait_wrlock();
       }
+      enter(round * kStepsPerRound + 4);
       wait_sem();
+      enter(round * kStepsPerRound + 5);
       wait_barrier();
       wait_cond();
     }
@@ -328,7 +462,8 @@ static void maps(void) {
 int main(int argc, char** argv) {
   alarm(60);
   if (argc != 2) {
-    fprintf(stderr, "usage: profile_prog two_locks|kinds|fork|maps\n");
+    fprintf(stderr, "usage: profile_prog "
+            "two_locks|kinds|fork|maps|long_waits|one_wait\n");
     return 2;
   }
   if (strcmp(argv[1], "maps") == 0) {
@@ -337,6 +472,10 @@ int main(int argc, char** argv) {
     two_locks(600000000);
   } else if (strcmp(argv[1], "kinds") == 0) {
     kinds();
+  } else if (strcmp(argv[1], "long_waits") == 0) {
+    long_waits();
+  } else if (strcmp(argv[1], "one_wait") == 0) {
+    one_wait();
   } else if (strcmp(argv[1], "fork") == 0) {
     fork_run();
   } else {

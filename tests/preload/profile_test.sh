@@ -46,13 +46,14 @@ check_file() {
         grep -vE '^[0-9a-f]+-[0-9a-f]+ [-r][-w][-x][ps] [0-9a-f]+ [0-9a-f]+:[0-9a-f]+ [0-9]+ *( .*)?$' | head -3)
   [ -z "$bad" ] || fail "$f: not a map line: $bad"
   grep -qE " r-xp .* $(readlink -f "$prog")\$" "$f" || fail "$f: the program's code is not in the map"
-  # Every row's first pc lies in an executable mapping of the map.
+  # Every row's first frame is a lock (a pseudo-frame, not code); its
+  # second, the program's call, lies in an executable mapping of the map.
   awk 'function hex(s,   v, i) { v = 0; sub(/^0x/, "", s)
                                  for (i = 1; i <= length(s); ++i) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
                                  return v }
        /^--- Memory map: ---$/ { map = 1; next }
        map && $2 ~ /x/ { split($1, r, "-"); lo[++n] = hex(r[1]); hi[n] = hex(r[2]) }
-       !map && / @ / { pc[++m] = hex($4) }
+       !map && / @ / { pc[++m] = hex($5) }
        END { for (i = 1; i <= m; ++i) { ok = 0; for (j = 1; j <= n; ++j) if (pc[i] >= lo[j] && pc[i] < hi[j]) ok = 1
                                          if (!ok) { printf "pc %x in no executable mapping\n", pc[i]; exit 1 } } }' "$f" ||
     fail "$f: a row's pc is outside the map"
@@ -64,8 +65,39 @@ top() {
     awk '$2 ~ /%$/ && $3 ~ /%$/ { print $1, $6 }'
 }
 
+# cum FILE: google-pprof's list by cumulative delay, "seconds name" per
+# line (the program's functions, above the lock frames).
+cum() {
+  google-pprof --text --cum "$prog" "$1" 2>"$work/pprof.err" |
+    awk '$2 ~ /%$/ && $3 ~ /%$/ { print $4, $6 }'
+}
+
+# expect_cum FILE WALL_S NAME...: each NAME has a cumulative delay above 0
+# and below WALL_S seconds.
+expect_cum() {
+  local f=$1 wall=$2 list
+  shift 2
+  list=$(cum "$f")
+  for name in "$@"; do
+    awk -v n="$name" -v w="$wall" '$2 == n { found = 1; if (!($1 > 0 && $1 < w)) exit 1 } END { exit !found }' <<<"$list" ||
+      fail "$f: $name not in the list with a delay in (0, $wall) s:
+$list"
+  done
+}
+
+# lock_names OUT: google-pprof's names (0x and 16 hex digits) of the locks
+# OUT printed ("alpha=0x... beta=0x...").
+lock_names() {
+  sed -n 's/^alpha=0x\([0-9a-f]*\) beta=0x\([0-9a-f]*\)$/\1 \2/p' "$1" |
+    while read -r a b; do
+      printf '0x%016x 0x%016x\n' "$((16#$a))" "$((16#$b))"
+    done
+}
+
 # expect_top FILE WALL_S NAME...: NAME... are the top entries of FILE's flat
-# list, each with a delay above 0 and below WALL_S seconds.
+# list, each with a delay above 0 and below WALL_S seconds. The flat list's
+# top entries are the locks (each stack's innermost frame): NAME is then
+# google-pprof's name of the lock's address (lock_names).
 expect_top() {
   local f=$1 wall=$2
   shift 2
@@ -90,8 +122,53 @@ wall=$(awk -F= '/^wall_ns=/ { print $2 / 1e9 }' "$work/two_locks.out")
 [ -n "$wall" ] || fail "two_locks: no wall time printed"
 check_file two.prof 1
 check_file two.prof.holders 1
-expect_top two.prof "$wall" take_alpha take_beta
-expect_top two.prof.holders "$wall" drop_alpha drop_beta
+# Both views: the locks on top (each stack's innermost frame), and under
+# them the functions that took and released them. Two threads wait for
+# each lock: up to twice the wall time.
+read -r alpha beta < <(lock_names "$work/two_locks.out")
+[ -n "$beta" ] || fail "two_locks: no lock addresses printed"
+wall2=$(awk -v w="$wall" 'BEGIN { print 2 * w }')
+expect_top two.prof "$wall2" "$alpha" "$beta"
+expect_top two.prof.holders "$wall2" "$alpha" "$beta"
+expect_cum two.prof "$wall2" take_alpha take_beta
+expect_cum two.prof.holders "$wall2" drop_alpha drop_beta
+grep -q "^# lock $(printf '%#x' "$alpha"): first sampled wait at " two.prof ||
+  fail "two.prof: no '# lock' line for alpha"
+
+# Few long waits (about 35 of 8 ms per lock), at the default rate: every
+# wait of 1 ms or more is kept, so both locks are on top in every run (at
+# 1 in 100 contended acquisitions, most runs had neither).
+for i in 1 2 3; do
+  run "long$i" long_waits PARKLOT_PROFILE="$work/long$i.prof"
+  lwall=$(awk -F= '/^wall_ns=/ { print 2 * $2 / 1e9 }' "$work/long$i.out")
+  read -r alpha beta < <(lock_names "$work/long$i.out")
+  check_file "long$i.prof" 1
+  expect_top "long$i.prof" "$lwall" "$alpha" "$beta"
+done
+
+# A process that waited but sampled nothing says so in one line. one_wait
+# waits once, tens of microseconds, here at one sample per second of wait:
+# kept about once in 10^4 runs, but a loaded machine may keep the releasing
+# thread off the CPU for milliseconds. So a run that sampled its wait (and
+# wrote a profile) is run again, 5 times at most.
+# run_unsampled NAME [VAR=VALUE...]: one_wait so, profile at $work/NAME.prof.
+run_unsampled() {
+  local name=$1 try
+  shift
+  for try in 1 2 3 4 5; do
+    rm -f "$work/$name.prof" "$work/$name.prof.holders" "$work/$name.report"
+    run "$name" one_wait PARKLOT_PROFILE="$work/$name.prof" PARKLOT_PROFILE_RATE=1000000000 "$@"
+    [ -e "$work/$name.prof" ] || return 0
+  done
+  fail "one_wait: its wait was sampled in each of 5 runs"
+}
+run_unsampled nothing
+grep -q '^parklot: PARKLOT_PROFILE: pid [0-9]* sampled none of its 1 contended waits' "$work/nothing.err" ||
+  fail "one_wait: no line says nothing was sampled: $(head -c 300 "$work/nothing.err")"
+# On the report sink: PARKLOT_REPORT when set.
+run_unsampled nothing_report PARKLOT_REPORT="$work/nothing_report.report"
+grep -q 'sampled none of its 1 contended waits' "$work/nothing_report.report" ||
+  fail "one_wait: PARKLOT_REPORT has no line"
 # Both views charge the same waits.
 [ "$(head -1 <(google-pprof --text "$prog" two.prof 2>/dev/null | grep Total))" = \
   "$(head -1 <(google-pprof --text "$prog" two.prof.holders 2>/dev/null | grep Total))" ] ||
@@ -110,7 +187,7 @@ grep -q ' drop_alpha$' two.txt || fail "parklot profile --text --holders: no dro
 run kinds kinds PARKLOT_PROFILE="$work/kinds.prof" PARKLOT_PROFILE_RATE=1
 check_file kinds.prof 1
 check_file kinds.prof.holders 1
-waits=$(top kinds.prof)
+waits=$(cum kinds.prof)
 for name in wait_recursive wait_errorcheck wait_timed wait_rdlock wait_wrlock wait_sem wait_barrier; do
   awk -v n="$name" '$2 == n && $1 > 0 { found = 1 } END { exit !found }' <<<"$waits" ||
     fail "kinds: $name not in the waiters' view:
@@ -119,20 +196,21 @@ done
 # 40 condvar waits of about 1 ms each: profiled, they would show ~0.04 s.
 awk '$2 == "wait_cond" && $1 >= 0.005 { exit 1 }' <<<"$waits" ||
   fail "kinds: the condvar wait was profiled: $(grep wait_cond <<<"$waits")"
-holders=$(top kinds.prof.holders)
+holders=$(cum kinds.prof.holders)
 for name in release_recursive release_errorcheck release_timed release_rw post_sem arrive_barrier; do
   awk -v n="$name" '$2 == n && $1 > 0 { found = 1 } END { exit !found }' <<<"$holders" ||
     fail "kinds: $name not in the holders' view:
 $holders"
 done
 
-# Another rate: the header says it (pprof scales the rows by it). The
-# default, 100, is the configuration's.
-run rate two_locks PARKLOT_PROFILE="$work/rate.prof" PARKLOT_PROFILE_RATE=4
-check_file rate.prof 4
+# Another rate: a comment says it (the rows are scaled already: period 1).
+# The default, 1 ms of wait per sample, is the configuration's.
+run rate two_locks PARKLOT_PROFILE="$work/rate.prof" PARKLOT_PROFILE_RATE=4000
+check_file rate.prof 1
+grep -q '^# [0-9]* sampled waits.* min(1, d / 4000)' rate.prof || fail "rate.prof: no comment names the rate"
 # two_locks: a process that served nothing prints no statistics report.
 run default two_locks PARKLOT_PROFILE="$work/default.prof" PARKLOT_STATS=1
-grep -q '^config: .* profile_rate=100$' "$work/default.err" ||
+grep -q '^config: .* profile_rate=1000000$' "$work/default.err" ||
   fail "default rate: $(grep '^config:' "$work/default.err")"
 
 # Fork children: a %p path gives each process its own pair of files; a

@@ -11,6 +11,11 @@
 #     --env=NAME=VALUE   extra environment for the shim run (repeatable)
 #     --timeout=SECONDS  limit per run (default 150)
 #
+# Exit status 77 from the program means it cannot run here for want of a
+# privilege it names (SCHED_FIFO without CAP_SYS_NICE, say): the run says
+# "SKIP" with the program's reason and does not fail, as the shell tests
+# that need root say so and pass (secure_mode_test.sh).
+#
 # The program checks by itself that the shim is loaded and exits non-zero
 # on any failed check; a hang fails through `timeout`. An ASan-built shim
 # (--config=asan) is preloaded after ASan's runtime (shim_preload.sh).
@@ -58,6 +63,9 @@ run() {  # label, then env assignments and the command, through env(1)
   local rc=$?
   if [ "$rc" -eq 124 ]; then
     echo "FAIL: $label: timed out after ${limit}s"
+  elif [ "$rc" -eq 77 ]; then
+    echo "SKIP: $label: the program cannot run here (its reason above)"
+    rc=0
   elif [ "$rc" -ne 0 ]; then
     echo "FAIL: $label: exit status $rc"
   else

@@ -53,6 +53,9 @@ static const char* const kServed[][2] = {
     V225(signal), V225(bsd_signal),
     V225(ssignal), V225(siginterrupt), V225(sysv_signal), V225(__sysv_signal),
     V225(sigset), V225(sigignore),
+    V225(sched_setscheduler), V225(sched_setparam),
+    V225(pthread_setschedparam), V34(pthread_setschedprio, "GLIBC_2.3.4"),
+    V225(pthread_attr_setschedpolicy),
 #undef V225
 #undef V34
 };

@@ -139,11 +139,11 @@ def _holder(key, records, info):
         slot = word >> info["slot_shift"]
         if r is not None and slot != 0 and r.slot == slot:
             return r, "__owner"
-    # An rwlock held for writing: writer bit, slot in its field; glibc's
-    # __cur_writer at offset 24.
+    # An rwlock held for writing: writer bits, slot in its field of the
+    # 64-bit word; glibc's __cur_writer at offset 24.
     if word & info["writer"]:
         r = by_lwp.get(_i32(key + 24))
-        slot = (word >> info["rw_shift"]) & ((1 << info["rw_bits"]) - 1)
+        slot = (_u64(key) >> info["rw_shift"]) & ((1 << info["rw_bits"]) - 1)
         if r is not None and slot != 0 and r.slot == slot:
             return r, "__cur_writer"
     return None, None
