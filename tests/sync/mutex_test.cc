@@ -4,6 +4,8 @@
 #include "sync/mutex.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include "runtime/deadline.h"
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
+#include "sync/scheduling.h"
 #include "tests/sync/mutex_test_util.h"
 #include "tests/util/watchdog.h"
 
@@ -320,6 +323,47 @@ TEST(MutexTest, UnlockFairChainIsFifo) {
   for (auto& t : threads) t.join();
   ASSERT_EQ(order.size(), static_cast<size_t>(kWaiters));
   for (int i = 0; i < kWaiters; ++i) EXPECT_EQ(order[i], i);
+}
+
+// A program that links the library and makes real-time threads tells the
+// lot through <parklot/scheduling.h>; from then on a mutex's parked
+// waiters get the lock highest priority first and in arrival order among
+// equals (docs/design.md section 3.15), as glibc's waiters do.
+TEST(MutexTest, RealTimeWaitersGetTheLockByPriority) {
+  sched_param probe{};
+  probe.sched_priority = 1;
+  if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &probe) != 0) {
+    GTEST_SKIP() << "SCHED_FIFO needs CAP_SYS_NICE";
+  }
+  probe.sched_priority = 0;
+  ASSERT_EQ(pthread_setschedparam(pthread_self(), SCHED_OTHER, &probe), 0);
+  Watchdog dog(absl::Seconds(60), "real-time waiters");
+  constexpr int kPriority[] = {10, 30, 0, 20, 30};
+  constexpr int kWaiters = 5;
+  Mutex mu;
+  mu.Lock();
+  std::vector<int> order;  // guarded by mu
+  ThreadRef refs[kWaiters];
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      if (kPriority[i] > 0) {
+        sched_param p{};
+        p.sched_priority = kPriority[i];
+        EXPECT_EQ(pthread_setschedparam(pthread_self(), SCHED_FIFO, &p), 0);
+        ::parklot::SchedulingChanged(true);
+      }
+      refs[i].Publish();
+      mu.Lock();
+      order.push_back(i);
+      mu.UnlockFair();
+    });
+    ASSERT_TRUE(Eventually([&] { return refs[i].published(); }));
+    ASSERT_TRUE(refs[i].WaitParked());
+  }
+  mu.UnlockFair();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<int>{1, 4, 3, 0, 2}));
 }
 
 // Eventual fairness: a thread barging with TryLock/Unlock in a tight loop
