@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash/text.h"
+#include "base/text.h"
 #include "preload/deadlock.h"
 #include "preload/diag.h"
 #include "preload/report.h"

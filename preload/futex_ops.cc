@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "hash/futex.h"
-#include "hash/shared_tls.h"
-#include "hash/text.h"
+#include "base/futex.h"
+#include "base/shared_tls.h"
+#include "base/text.h"
 #include "preload/program_handler.h"
 #include "runtime/deadline.h"
 #include "runtime/parking_lot.h"

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "hash/futex.h"
-#include "hash/text.h"
+#include "base/futex.h"
+#include "base/text.h"
 #include "preload/deadlock.h"
 #include "preload/profile.h"
 #include "preload/report.h"

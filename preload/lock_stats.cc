@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <atomic>
 
-#include "hash/anon_mmap.h"
+#include "base/anon_mmap.h"
+#include "base/text.h"
 #include "hash/fibonacci_hash.h"
-#include "hash/text.h"
 #include "preload/deadlock.h"
 #include "preload/futex_ops.h"
 #include "preload/report.h"

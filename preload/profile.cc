@@ -21,9 +21,9 @@
 #include <unistd.h>
 #include <unwind.h>
 
-#include "hash/anon_mmap.h"
+#include "base/anon_mmap.h"
+#include "base/text.h"
 #include "hash/fibonacci_hash.h"
-#include "hash/text.h"
 #include "preload/report.h"
 #include "runtime/deadline.h"
 

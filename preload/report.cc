@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "base/text.h"
 #include "hash/bucket_table.h"
-#include "hash/text.h"
 #include "preload/deadlock.h"
 
 namespace parklot::internal::preload {

@@ -8,7 +8,7 @@
 #ifndef PARKLOT_PRELOAD_TASK_MODEL_H_
 #define PARKLOT_PRELOAD_TASK_MODEL_H_
 
-#include "hash/shared_tls.h"
+#include "base/shared_tls.h"
 
 // How many vfork children nest on this TLS now: raised by the child of the
 // shim's vfork (vfork_shim.cc) and of clone(CLONE_VM | CLONE_VFORK) without

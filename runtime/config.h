@@ -51,8 +51,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/text.h"
 #include "hash/bucket_table.h"
-#include "hash/text.h"
 
 namespace parklot::internal {
 

@@ -1,6 +1,6 @@
 #include "runtime/spin.h"
 
-#include "hash/futex.h"
+#include "base/futex.h"
 #include "runtime/config.h"
 #include "runtime/thread_data.h"
 

@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <new>
 
-#include "hash/anon_mmap.h"
-#include "hash/futex.h"
-#include "hash/shared_tls.h"
-#include "hash/text.h"
+#include "base/anon_mmap.h"
+#include "base/futex.h"
+#include "base/shared_tls.h"
+#include "base/text.h"
 #include "runtime/config.h"
 #include "runtime/fork.h"
 #include "runtime/stats.h"

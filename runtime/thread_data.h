@@ -153,7 +153,7 @@ bool EvictQueuedOwnRecord(ThreadData* td);
 void InstallDeferredUnparkRunner();
 // Whether the lot (registry and table) exists yet. Async-signal-safe.
 bool LotInitialized();
-// The parking records of tasks on another task's TLS (hash/shared_tls.h:
+// The parking records of tasks on another task's TLS (base/shared_tls.h:
 // OnForeignTls), whose ThreadData is their owner's: kGuestRecords records
 // in .bss, each claimed for the kernel thread id of the task parking on it
 // (AcquireGuestData in parking_lot.cc) until ReleaseGuestData(td, tid). Not

@@ -19,8 +19,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "base/futex.h"
 #include "gtest/gtest.h"
-#include "hash/futex.h"
 #include "runtime/parking_lot.h"
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"

@@ -20,7 +20,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "hash/futex.h"
+#include "base/futex.h"
 #include "runtime/config.h"
 #include "runtime/thread_data.h"
 
