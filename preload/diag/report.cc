@@ -1,4 +1,4 @@
-#include "preload/report.h"
+#include "preload/diag/report.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -15,7 +15,7 @@
 
 #include "base/text.h"
 #include "hash/bucket_table.h"
-#include "preload/deadlock.h"
+#include "preload/diag/deadlock.h"
 
 namespace parklot::internal::preload {
 namespace {

@@ -19,7 +19,7 @@
 #include "absl/synchronization/internal/graphcycles.h"
 #include "base/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
-#include "preload/diag.h"
+#include "preload/diag/diag.h"
 
 namespace parklot::internal::preload {
 
