@@ -2,7 +2,7 @@
 // shim's process-wide state. A vfork child, and a task made by
 // clone(CLONE_VM) that runs on another task's TLS, share the process's
 // memory but keep signal actions, a cancellation state and a life of their
-// own. The shim's tables of signal handlers (signal_shim.cc, futex_ops.cc)
+// own. The shim's tables of signal handlers (signal_shim.cc, futex_fault.cc)
 // and the thread's cancellation word belong to the task that owns the TLS;
 // such a task reads them but never writes them.
 #ifndef PARKLOT_PRELOAD_TASK_MODEL_H_
