@@ -21,7 +21,9 @@
 #include "preload/futex_fault.h"
 #include "preload/program_handler.h"
 #include "runtime/deadline.h"
+#include "runtime/global_table.h"
 #include "runtime/parking_lot.h"
+#include "runtime/registry.h"
 #include "runtime/thread_data.h"
 
 #if defined(__SANITIZE_THREAD__)

@@ -9,6 +9,8 @@
 #include "hash/bucket_table.h"
 #include "hash/lock_section.h"
 #include "runtime/config.h"
+#include "runtime/global_table.h"
+#include "runtime/registry.h"
 #include "runtime/thread_data.h"
 
 namespace parklot::internal {

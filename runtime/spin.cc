@@ -2,6 +2,7 @@
 
 #include "base/futex.h"
 #include "runtime/config.h"
+#include "runtime/registry.h"
 #include "runtime/thread_data.h"
 
 namespace parklot::internal {

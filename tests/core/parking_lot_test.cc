@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "runtime/config.h"
 #include "runtime/deadline.h"
+#include "runtime/global_table.h"
 #include "runtime/thread_data.h"
 #include "tests/core/parked_thread.h"
 #include "tests/core/test_support.h"

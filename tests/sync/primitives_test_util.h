@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "base/futex.h"
 #include "runtime/config.h"
+#include "runtime/registry.h"
 #include "runtime/thread_data.h"
 
 namespace parklot::internal::testing::prim {
