@@ -54,15 +54,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/futex.h"
 #include "bench/futex_prctl.h"
 #include "bench/subprocess.h"
 #include "benchmark/benchmark.h"
 #include "hash/bucket_table.h"
-#include "hash/futex.h"
 #include "runtime/config.h"
 #include "runtime/parking_lot.h"
 #include "runtime/stats.h"
@@ -241,7 +241,7 @@ struct alignas(64) Worker {
 
 // FUTEX_WAIT_PRIVATE on a word that does not hold the expected value: the
 // kernel hashes the key, locks the bucket, reads the word and returns
-// -EAGAIN. Through the raw syscall instruction (hash/futex.h), so the
+// -EAGAIN. Through the raw syscall instruction (base/futex.h), so the
 // kernel is measured even under the preload shim.
 struct KernelWait {
   bool operator()(std::atomic<uint32_t>* word) const {

@@ -19,7 +19,7 @@
 #include <mutex>
 
 #include "absl/synchronization/mutex.h"
-#include "hash/futex.h"
+#include "base/futex.h"
 #include "sync/condvar.h"
 #include "sync/mutex.h"
 
@@ -73,7 +73,7 @@ struct AbslLock {
 // no. 2): 0 free, 1 locked, 2 locked with possible sleepers. No spinning;
 // a contended lock sleeps in FUTEX_WAIT_PRIVATE, an unlock that saw 2 makes
 // one FUTEX_WAKE_PRIVATE. Syscalls go through the raw instruction
-// (hash/futex.h), so the kernel is measured even under the preload shim.
+// (base/futex.h), so the kernel is measured even under the preload shim.
 struct FutexLock {
   static constexpr const char* kName = "futex";
   std::atomic<uint32_t> word{0};

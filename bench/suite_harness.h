@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/futex.h"
 #include "bench/locks.h"
 #include "bench/suite_report.h"
-#include "hash/futex.h"
 
 namespace parklot::internal {
 namespace bench {

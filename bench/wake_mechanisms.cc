@@ -62,7 +62,7 @@
 #include <string>
 #include <vector>
 
-#include "hash/futex.h"
+#include "base/futex.h"
 #include "runtime/parking_lot.h"
 
 namespace {

@@ -70,7 +70,7 @@ parklot_static_library = rule(
 # Abseil's pkg-config modules (Debian's libabsl-dev) parklot needs: public,
 # those whose headers parklot's headers include; private, the rest of what
 # libparklot's objects call (static linking only): none since the runtime's
-# text and time need libc alone (hash/text.h, runtime/deadline.h).
+# text and time need libc alone (base/text.h, runtime/deadline.h).
 ABSL_PUBLIC = ["absl_base", "absl_core_headers", "absl_function_ref", "absl_strings", "absl_time"]
 ABSL_PRIVATE = []
 

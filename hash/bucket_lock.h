@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
-#include "hash/futex.h"
+#include "base/futex.h"
 
 namespace parklot::internal {
 

@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <new>
 
-#include "hash/anon_mmap.h"
+#include "base/anon_mmap.h"
+#include "base/futex.h"
+#include "base/shared_tls.h"
+#include "base/text.h"
 #include "hash/fibonacci_hash.h"
-#include "hash/futex.h"
-#include "hash/shared_tls.h"
-#include "hash/text.h"
 
 namespace parklot::internal {
 
@@ -237,10 +237,6 @@ size_t BucketTable::BucketIndex(uintptr_t key) const {
   return IndexOf(table_.load(std::memory_order_acquire), key);
 }
 
-
-constinit __attribute__((tls_model("initial-exec"))) thread_local SectionState
-    t_section;
-
 namespace {
 // Collision sampling of this thread (BucketTable::kCollisionWindow):
 // LockBucket calls until its next sample, the generator of the intervals
@@ -283,96 +279,6 @@ bool SampleDue() {
   return true;
 }
 }  // namespace
-
-namespace {
-std::atomic<void (*)()> g_section_exit_hook{nullptr};
-
-// The section states of tasks on another task's TLS (shared_tls.h), which
-// must not count in their TLS owner's, each held from the task's outermost
-// section entry to its exit.
-constinit TaskSlots<SectionState, 32> g_foreign_sections;
-}  // namespace
-
-SectionState* SharedTlsSections(bool claim) {
-  const int32_t tid = ForeignTaskId();
-  if (tid == 0) return &t_section;
-  if (!claim) return g_foreign_sections.Find(tid);
-  // All taken: a section holds no wait, and its entry is given back at its
-  // end, so one comes free soon; yield (not spin) meanwhile, so that the
-  // tasks holding them run (hundreds of such tasks on two CPUs). A task
-  // killed inside a section leaves its entry taken, as it may leave a
-  // bucket lock held (docs/compatibility.md).
-  for (;;) {
-    if (SectionState* s = g_foreign_sections.FindOrClaim(tid)) return s;
-    YieldForSharedTls();
-  }
-}
-
-void EnterSharedTlsSection() {
-  ++SharedTlsSections(/*claim=*/true)->sections;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-}
-
-void LeaveSharedTlsSection(BucketTable* table) {
-  const int32_t tid = ForeignTaskId();
-  SectionState* s = tid == 0 ? &t_section : g_foreign_sections.Find(tid);
-  if (--s->sections != 0) return;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (s->hook_due || s->grow_table != nullptr) LeaveOutermostSection(s, table);
-  // A foreign task gives its entry back.
-  if (tid != 0) g_foreign_sections.Release(s, tid);
-}
-
-void LeaveOutermostSection(SectionState* s, BucketTable* table) {
-  if (s->hook_due) {
-    s->hook_due = false;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (auto hook = g_section_exit_hook.load(std::memory_order_acquire)) hook();
-  }
-  // A collision growth this task asked for (SampleCollision), unless the
-  // task is inside a growth or a fork's lock-all (a handler may be running
-  // on it), where it waits for the next outermost section's end. A request
-  // for another table than this section's is dropped: that table may be
-  // gone (the process has one table; tests make and destroy several).
-  // A task on shared TLS (s is not t_section) drops it: a growth marks
-  // the task busy and would run under its owner's t_section (BusyScope).
-  if (s->grow_table != nullptr && s->busy == 0) {
-    BucketTable* due = s->grow_table;
-    s->grow_table = nullptr;
-    if (due == table && s == &t_section) {
-      table->GrowForCollisions(s->grow_from, s->grow_to);
-    }
-  }
-}
-
-void AdoptSectionsInForkChild(int32_t forking_tid) {
-  // The forking task entered a section in LockAllForFork: a task on the
-  // owner's TLS has an entry; the owner keeps t_section. The copy of the
-  // owner's t_section the child got is the owner's, not the forker's.
-  if (forking_tid != t_tls_owner) {
-    if (SectionState* mine = g_foreign_sections.Find(forking_tid)) {
-      t_section = *mine;
-    } else {
-      t_section = SectionState{};
-    }
-  }
-  g_foreign_sections.ResetAll();
-  ResetSharedTlsInChild();
-}
-
-bool BucketTable::InLockSection() {
-  const SectionState* s = Sections(/*claim=*/false);
-  return s != nullptr && s->sections != 0;
-}
-
-void BucketTable::SetSectionExitHook(void (*hook)()) {
-  g_section_exit_hook.store(hook, std::memory_order_release);
-}
-
-void BucketTable::RequestSectionExitHook() {
-  Sections(/*claim=*/false)->hook_due = true;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-}
 
 void BucketTable::UnlockBucket(Bucket* b) { b->lock.Unlock(); }
 

@@ -7,7 +7,7 @@
 
 #include <new>
 
-#include "preload/profile.h"
+#include "preload/diag/profile.h"
 #include "preload/shim.h"
 #include "sync/barrier.h"
 

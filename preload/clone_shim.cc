@@ -1,6 +1,6 @@
 // clone(): glibc's wrapper, interposed to note tasks that will share the
 // caller's thread-local storage (CLONE_VM without CLONE_SETTLS), so that
-// the lot keeps their lock sections and parks apart (hash/shared_tls.h).
+// the lot keeps their lock sections and parks apart (base/shared_tls.h).
 // glibc's own thread and process creation (pthread_create, fork,
 // posix_spawn, vfork) calls its internal clone and never comes here.
 // CLONE_VFORK children are not noted: their creator is suspended until they
@@ -14,7 +14,7 @@
 #include <stdarg.h>
 #include <sys/types.h>
 
-#include "hash/shared_tls.h"
+#include "base/shared_tls.h"
 #include "preload/shim.h"
 #include "preload/task_model.h"
 

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include "hash/fibonacci_hash.h"
-#include "preload/deadlock.h"
-#include "preload/profile.h"
+#include "preload/diag/deadlock.h"
+#include "preload/diag/profile.h"
 #include "preload/shim.h"
 #include "sync/condvar.h"
 #include "sync/mutex.h"

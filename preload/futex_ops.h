@@ -79,7 +79,7 @@
 //      in the lot, which is served: elsewhere the thread may hold a bucket
 //      lock. By rule 2 a kernel wait made so is still woken by served wakes.
 //      "Thread" is a task: one running on another task's TLS
-//      (hash/shared_tls.h) is never taken for a re-entry of its owner's.
+//      (base/shared_tls.h) is never taken for a re-entry of its owner's.
 //
 // Forwarded errors. A remainder the kernel fails (EINVAL on a
 // FUTEX_WAIT_REQUEUE_PI or PI waiter it meets, as it fails the call after
@@ -134,7 +134,7 @@
 
 #include <cstdint>
 
-#include "hash/text.h"
+#include "base/text.h"
 
 namespace parklot::internal::futex {
 

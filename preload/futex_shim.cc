@@ -17,7 +17,7 @@
 #include <stdarg.h>
 #include <sys/syscall.h>
 
-#include "hash/futex.h"
+#include "base/futex.h"
 #include "preload/futex_ops.h"
 #include "preload/shim.h"
 #include "runtime/config.h"

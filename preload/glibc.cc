@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "hash/text.h"
+#include "base/text.h"
 #include "preload/shim.h"
 
 namespace parklot::internal::preload {

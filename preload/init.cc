@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "hash/futex.h"
-#include "hash/text.h"
-#include "preload/deadlock.h"
-#include "preload/profile.h"
-#include "preload/report.h"
+#include "base/futex.h"
+#include "base/text.h"
+#include "preload/diag/deadlock.h"
+#include "preload/diag/profile.h"
+#include "preload/diag/report.h"
 #include "preload/shim.h"
 #include "preload/task_model.h"
 #include "runtime/config.h"

@@ -2,8 +2,8 @@
 #include <errno.h>
 #include <threads.h>
 
-#include "preload/deadlock.h"
-#include "preload/profile.h"
+#include "preload/diag/deadlock.h"
+#include "preload/diag/profile.h"
 #include "preload/shim.h"
 #include "preload/symbol_versions.h"
 #include "sync/mutex.h"

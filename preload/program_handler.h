@@ -1,5 +1,5 @@
 // Running a signal handler of the program from one of the shim's own
-// (signal_shim.cc's wrapper, futex_ops.cc's fault handler).
+// (signal_shim.cc's wrapper, futex_fault.cc's fault handler).
 #ifndef PARKLOT_PRELOAD_PROGRAM_HANDLER_H_
 #define PARKLOT_PRELOAD_PROGRAM_HANDLER_H_
 

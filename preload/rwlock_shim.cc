@@ -9,8 +9,8 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "preload/deadlock.h"
-#include "preload/profile.h"
+#include "preload/diag/deadlock.h"
+#include "preload/diag/profile.h"
 #include "preload/shim.h"
 #include "sync/shared_mutex.h"
 

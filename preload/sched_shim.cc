@@ -13,7 +13,7 @@
 #include <sched.h>
 #include <sys/syscall.h>
 
-#include "hash/futex.h"
+#include "base/futex.h"
 #include "preload/shim.h"
 #include "runtime/parking_lot.h"
 

@@ -12,7 +12,7 @@
 #include <new>
 #include <type_traits>
 
-#include "preload/profile.h"
+#include "preload/diag/profile.h"
 #include "preload/shim.h"
 #include "runtime/parking_lot.h"
 #include "sync/semaphore.h"

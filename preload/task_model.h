@@ -2,13 +2,13 @@
 // shim's process-wide state. A vfork child, and a task made by
 // clone(CLONE_VM) that runs on another task's TLS, share the process's
 // memory but keep signal actions, a cancellation state and a life of their
-// own. The shim's tables of signal handlers (signal_shim.cc, futex_ops.cc)
+// own. The shim's tables of signal handlers (signal_shim.cc, futex_fault.cc)
 // and the thread's cancellation word belong to the task that owns the TLS;
 // such a task reads them but never writes them.
 #ifndef PARKLOT_PRELOAD_TASK_MODEL_H_
 #define PARKLOT_PRELOAD_TASK_MODEL_H_
 
-#include "hash/shared_tls.h"
+#include "base/shared_tls.h"
 
 // How many vfork children nest on this TLS now: raised by the child of the
 // shim's vfork (vfork_shim.cc) and of clone(CLONE_VM | CLONE_VFORK) without

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "hash/text.h"
+#include "base/text.h"
 
 namespace parklot::internal {
 namespace {

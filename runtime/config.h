@@ -21,12 +21,13 @@
 //                        diagnostic reports (PARKLOT_DEADLOCK) go there,
 //                        not to stderr                    default stderr
 //   PARKLOT_DEADLOCK     off | report | abort: the shim's lock-order cycle
-//                        and deadlock detection (preload/deadlock.h)
+//                        and deadlock detection (preload/diag/deadlock.h)
 //                                                         default off
 //   PARKLOT_PROFILE      a path with a '/' (%p = the pid): the shim's
 //                        contention profiles go there (where threads
 //                        waited) and to PATH.holders (whose unlocks ended
-//                        the waits), read by google-pprof (preload/profile.h)
+//                        the waits), read by google-pprof
+//                        (preload/diag/profile.h)
 //                                                         default off
 //   PARKLOT_PROFILE_RATE 1..1000000000 ns of wait per sample: a contended
 //                        wait of d ns is sampled with probability
@@ -51,8 +52,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/text.h"
 #include "hash/bucket_table.h"
-#include "hash/text.h"
 
 namespace parklot::internal {
 
@@ -66,7 +67,7 @@ inline constexpr int kMaxProfileRate = 1'000'000'000;  // ns: 1 s
 enum class SpinMode { kAdaptive, kOff, kFixed };
 
 // PARKLOT_DEADLOCK: what the shim does about lock-order cycles and
-// deadlocks it sees (preload/deadlock.h).
+// deadlocks it sees (preload/diag/deadlock.h).
 enum class DeadlockMode { kOff, kReport, kAbort };
 
 struct Config {

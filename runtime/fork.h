@@ -39,7 +39,7 @@ enum class ForkStep {
   // lock taken through the shim runs the detector, which takes these. Child: released, and
   // only the forking thread's held-lock record is kept.
   kDeadlockGraph,
-  // hash/ and runtime/, only where the TLS was shared (hash/shared_tls.h):
+  // hash/ and runtime/, only where the TLS was shared (base/shared_tls.h):
   // prepare notes which task forks (last: it takes nothing). Child, first
   // of all: its one thread takes the forking task's own lock-section state
   // (the owner's, or a task's entry) as its TLS's, frees every foreign

@@ -5,9 +5,12 @@
 
 #include <cstddef>
 
+#include "base/shared_tls.h"
 #include "hash/bucket_table.h"
-#include "hash/shared_tls.h"
+#include "hash/lock_section.h"
 #include "runtime/config.h"
+#include "runtime/global_table.h"
+#include "runtime/registry.h"
 #include "runtime/thread_data.h"
 
 namespace parklot::internal {
@@ -420,7 +423,7 @@ void UnparkEveryone() {
   }
 }
 
-// The section-exit hook (BucketTable::SetSectionExitHook): runs the unparks
+// The section-exit hook (SetSectionExitHook): runs the unparks
 // that signal handlers deferred while this thread was in a lock section.
 // Runs outside any section, so handlers arriving meanwhile do their own
 // work instead of deferring; those that interrupt the UnparkUpTo below,
@@ -462,11 +465,11 @@ void DeferUnpark(ThreadData* td, uintptr_t key, size_t count,
         std::memory_order_relaxed)) {
     }
     d.token_mask.fetch_or(token_mask, std::memory_order_relaxed);
-    BucketTable::RequestSectionExitHook();
+    RequestSectionExitHook();
     return;
   }
   td->deferred_overflow.store(true, std::memory_order_relaxed);
-  BucketTable::RequestSectionExitHook();
+  RequestSectionExitHook();
 }
 
 }  // namespace
@@ -481,7 +484,7 @@ bool EvictQueuedOwnRecord(ThreadData* td) {
 }
 
 void InstallDeferredUnparkRunner() {
-  BucketTable::SetSectionExitHook(&RunDeferredUnparks);
+  SetSectionExitHook(&RunDeferredUnparks);
 }
 
 namespace {
@@ -733,7 +736,7 @@ size_t UnparkAll(uintptr_t key, UnparkToken token) {
 
 size_t UnparkUpTo(uintptr_t key, size_t count, ParkToken token_mask) {
   if (count == 0 || !LotInitialized()) return 0;
-  if (BucketTable::InLockSection()) {
+  if (InLockSection()) {
     DeferUnpark(&t_data, key, count, token_mask);
     return 0;
   }
@@ -749,7 +752,7 @@ size_t UnparkUpTo(uintptr_t key, size_t count, ParkToken token_mask) {
 }
 
 bool OnlyUnparkUpToIsSafe() {
-  return CurrentThreadDataIfAny() == nullptr || BucketTable::InLockSection();
+  return CurrentThreadDataIfAny() == nullptr || InLockSection();
 }
 
 namespace {

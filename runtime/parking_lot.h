@@ -304,7 +304,7 @@ struct SignalHandlerScope {
 void EnterSignalHandler(SignalHandlerScope* scope);
 void LeaveSignalHandler(const SignalHandlerScope& scope);
 
-// Tasks that share a thread's TLS (hash/shared_tls.h): on a TLS where
+// Tasks that share a thread's TLS (base/shared_tls.h): on a TLS where
 // NoteTlsSharingTask ran, Park asks which task is parking, and a task
 // other than the TLS's owner parks on a guest record of its own
 // (AcquireGuestData), so two tasks never share one queue record.

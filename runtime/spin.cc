@@ -1,7 +1,8 @@
 #include "runtime/spin.h"
 
-#include "hash/futex.h"
+#include "base/futex.h"
 #include "runtime/config.h"
+#include "runtime/registry.h"
 #include "runtime/thread_data.h"
 
 namespace parklot::internal {

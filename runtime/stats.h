@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "hash/text.h"
+#include "base/text.h"
 
 namespace parklot::internal {
 

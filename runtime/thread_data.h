@@ -1,9 +1,10 @@
-// Per-thread state of the parking lot and the thread registry.
+// Per-thread state of the parking lot: ThreadData, its parker, the guest
+// records of tasks on a shared TLS, and the real-time queue priority. The
+// registry that numbers threads is runtime/registry.h; the table and the
+// lot's start-up, runtime/global_table.h.
 //
 // Thread-safety: a ThreadData is written by its own thread, except for the
-// fields documented as guarded by a bucket lock; the registry functions may
-// be called from any thread and never block on the lot (they read relaxed
-// atomics, so counts are snapshots).
+// fields documented as guarded by a bucket lock.
 #ifndef PARKLOT_RUNTIME_THREAD_DATA_H_
 #define PARKLOT_RUNTIME_THREAD_DATA_H_
 
@@ -15,13 +16,6 @@
 #include "runtime/deadline.h"
 
 namespace parklot::internal {
-
-// What a registered thread is doing, as lock waiters see it: parked in the
-// lot (inside Park, queued, from just before its sleep until it wakes), or
-// anything else. Owner-aware spinning only asks "is the owner parked?", so
-// spinning is not published (it would cost a shared store per spin phase
-// for no reader).
-enum class ThreadState : uint8_t { kRunning = 0, kParked = 1 };
 
 // Slot ids name a thread as a lock owner (locks store their owner's slot
 // in their word; waiters look up its state). Each registration takes the
@@ -151,9 +145,7 @@ bool EvictQueuedOwnRecord(ThreadData* td);
 // Makes the table run the deferred-unpark runner at section exits (see
 // UnparkUpTo). Called once, when the lot is initialized.
 void InstallDeferredUnparkRunner();
-// Whether the lot (registry and table) exists yet. Async-signal-safe.
-bool LotInitialized();
-// The parking records of tasks on another task's TLS (hash/shared_tls.h:
+// The parking records of tasks on another task's TLS (base/shared_tls.h:
 // OnForeignTls), whose ThreadData is their owner's: kGuestRecords records
 // in .bss, each claimed for the kernel thread id of the task parking on it
 // (AcquireGuestData in parking_lot.cc) until ReleaseGuestData(td, tid). Not
@@ -269,6 +261,9 @@ extern constinit std::atomic<uint32_t> g_sched_generation;
 // Reads the calling task's priority (sched_getparam) into `td` for
 // `generation` and returns it. Async-signal-safe; leaves errno alone.
 uint8_t RefreshQueuePriority(ThreadData* td, uint32_t generation);
+// At the lot's start-up (global_table.cc ReadStartupCpus): a process that
+// starts real-time queues by priority from its first park.
+void ReadStartupScheduling();
 
 // The priority the calling task queues with, parking on `td` (its own
 // record, or a guest record: those are shared by tasks over time, so their
@@ -284,41 +279,6 @@ inline uint8_t QueuePriority(ThreadData* td) {
   }
   return RefreshQueuePriority(td, generation);
 }
-
-// The registry of threads that have used the parking lot.
-namespace registry {
-
-// Threads registered and not yet exited (0 before the lot's first use).
-size_t LiveThreads();
-// Registered threads currently parked (a snapshot while it changes; sums
-// 16 per-shard counts, so meant for slow paths).
-size_t ParkedThreads();
-// CPUs in the process's affinity mask at start-up (>= 1). Initializes the
-// lot if needed.
-size_t AllowedCpus();
-// State of the thread in `slot` (kRunning for kNoSlot, a free slot or an
-// out-of-range one). A snapshot: the thread may change state at once.
-ThreadState StateOf(uint32_t slot);
-// Publishes `td`'s state and keeps ParkedThreads() in step. Called by the
-// thread owning `td`, on slow paths only (two atomic RMWs: on the slot's
-// state byte and on its shard of the parked count).
-void SetState(ThreadData* td, ThreadState state);
-// Total threads ever registered (exited ones included).
-uint64_t ThreadsRegistered();
-// The highest registry index handed out so far; bounded by the peak number
-// of live threads, since exited threads' indices are reused (slot ids are
-// not).
-uint32_t HighestIndex();
-
-}  // namespace registry
-
-// The process's table, created on first use from GetConfig() (which fixes
-// the configuration). Thread-safe. Never calls malloc: the table object,
-// with a first table of up to BucketTable::kInlineBuckets buckets inside
-// it, is static storage; a larger table (configured, or a growth at a
-// thread's registration) is mmap-ed, and a failed mapping falls back
-// (BucketTable).
-BucketTable& GlobalTable();
 
 }  // namespace parklot::internal
 

@@ -2,7 +2,7 @@
 
 #include <limits.h>
 
-#include "hash/futex.h"
+#include "base/futex.h"
 #include "runtime/parking_lot.h"
 
 namespace parklot {

@@ -2,7 +2,7 @@
 
 #include <cerrno>
 
-#include "hash/text.h"
+#include "base/text.h"
 #include "runtime/spin.h"
 
 namespace parklot::internal {

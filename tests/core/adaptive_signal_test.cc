@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "hash/bucket_table.h"
+#include "hash/lock_section.h"
 #include "tests/core/test_support.h"
 #include "tests/util/watchdog.h"
 
@@ -59,7 +60,7 @@ void Handler(int) {
   const int saved_errno = errno;
   const BucketTable* t = g_table.load(std::memory_order_acquire);
   if (t != nullptr && t_worker >= 0) {
-    if (BucketTable::InLockSection()) {
+    if (InLockSection()) {
       g_handler_deferred.fetch_add(1, std::memory_order_relaxed);
     } else {
       const uint32_t n = ++t_handled;

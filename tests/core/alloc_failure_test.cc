@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "hash/bucket_table.h"
 #include "runtime/config.h"
+#include "runtime/global_table.h"
 #include "runtime/parking_lot.h"
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"

@@ -1,6 +1,6 @@
-// hash/anon_mmap.h: zero-filled writable memory, nullptr on failure, errno
+// base/anon_mmap.h: zero-filled writable memory, nullptr on failure, errno
 // untouched either way.
-#include "hash/anon_mmap.h"
+#include "base/anon_mmap.h"
 
 #include <errno.h>
 #include <sys/mman.h>

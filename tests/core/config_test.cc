@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "hash/bucket_table.h"
+#include "runtime/global_table.h"
 #include "runtime/thread_data.h"
 
 namespace parklot::internal {

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "runtime/parking_lot.h"
+#include "runtime/registry.h"
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
 #include "tests/core/test_support.h"

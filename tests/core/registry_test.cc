@@ -19,9 +19,11 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "base/futex.h"
 #include "gtest/gtest.h"
-#include "hash/futex.h"
+#include "runtime/global_table.h"
 #include "runtime/parking_lot.h"
+#include "runtime/registry.h"
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
 #include "tests/core/parked_thread.h"
@@ -208,7 +210,7 @@ TEST_F(Registry, ManyParkedThreadsAllCountedAndReleased) {
 TEST_F(Registry, ParkedCountStaysExactUnderChurn) {
   testing::Watchdog wd(kWatch, "ParkedCountStaysExactUnderChurn");
   constexpr int kThreads = 24;  // more than the count's shards
-  constexpr int kShards = 16;   // Registry::kParkedShards (thread_data.cc)
+  constexpr int kShards = 16;   // Registry::kParkedShards (registry.cc)
   const int rounds = static_cast<int>(coretest::Scaled(60, 10, 2));
   constexpr int kOps = 200;
   const size_t parked_before = registry::ParkedThreads();

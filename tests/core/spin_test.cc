@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "runtime/config.h"
 #include "runtime/parking_lot.h"
+#include "runtime/registry.h"
 #include "runtime/thread_data.h"
 #include "tests/core/parked_thread.h"
 #include "tests/core/test_support.h"

@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "runtime/global_table.h"
 #include "runtime/parking_lot.h"
 #include "runtime/thread_data.h"
 #include "tests/core/parked_thread.h"

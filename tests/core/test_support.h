@@ -15,7 +15,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "hash/futex.h"
+#include "base/futex.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define PARKLOT_TEST_TSAN 1

@@ -1,7 +1,7 @@
-// hash/text.h: the parsers read what Abseil's SimpleAtoi/SimpleAtod/
+// base/text.h: the parsers read what Abseil's SimpleAtoi/SimpleAtod/
 // SimpleAtob read (the PARKLOT_* knobs' syntax), and TextBuffer cuts and
 // counts as snprintf does.
-#include "hash/text.h"
+#include "base/text.h"
 
 #include <clocale>
 #include <cmath>

@@ -34,6 +34,7 @@
 #include "gtest/gtest.h"
 #include "runtime/config.h"
 #include "runtime/deadline.h"
+#include "runtime/global_table.h"
 #include "runtime/parking_lot.h"
 #include "runtime/thread_data.h"
 #include "tests/core/test_support.h"

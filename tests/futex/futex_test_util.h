@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "hash/futex.h"
+#include "base/futex.h"
 
 namespace parklot::internal::futex_test {
 

@@ -67,7 +67,7 @@ stray=$(grep -rIl -e bazel-out -e execroot -e _solib "$prefix")
 
 echo "== headers: <parklot/...> with the prefix's include folder only"
 cflags=$(clean env PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags parklot) || fail "pkg-config --cflags parklot"
-if grep -rlE '^#include "(sync|runtime|hash)/' "$prefix/include"; then fail "installed headers use the source tree's include path"; fi
+if grep -rlE '^#include "(sync|runtime|hash|base)/' "$prefix/include"; then fail "installed headers use the source tree's include path"; fi
 for h in "$prefix"/include/parklot/*.h; do
   # shellcheck disable=SC2086
   echo "#include <parklot/$(basename "$h")>" | clean g++ -std=c++20 -fsyntax-only $cflags -x c++ - ||

@@ -3,7 +3,7 @@
 # (a pipeline whose consumer exited, a daemon's dead log pipe): glibc writes
 # nothing there and the program runs on; the shim's warning (a malformed
 # PARKLOT_* value) and its statistics report at exit must not kill the
-# program by SIGPIPE (hash/text.h, WriteAllNoSigpipe). Each case runs
+# program by SIGPIPE (base/text.h, WriteAllNoSigpipe). Each case runs
 # against glibc and under the shim with stderr such a pipe, and the exit
 # statuses must match.
 #

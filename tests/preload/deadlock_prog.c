@@ -1,4 +1,4 @@
-/* Lock-order scenarios for PARKLOT_DEADLOCK (preload/deadlock.h), one per
+/* Lock-order scenarios for PARKLOT_DEADLOCK (preload/diag/deadlock.h), one per
  * run, named by argv[1]. Each runs its threads one after another (joined),
  * so none deadlocks, except "deadlock", which does: two threads take two
  * mutexes in opposite orders and wait for each other for ever (the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PARKLOT_DEADLOCK (preload/deadlock.h) end to end with deadlock_prog's
+# PARKLOT_DEADLOCK (preload/diag/deadlock.h) end to end with deadlock_prog's
 # scenarios: which lock-order reports each must produce (exactly one, naming
 # the call sites of every edge) and which none; an actual deadlock reported
 # (report mode: the program stays stuck until `timeout` ends it) and aborted

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PARKLOT_PROFILE (preload/profile.h): profile_prog's locks, taken and
+# PARKLOT_PROFILE (preload/diag/profile.h): profile_prog's locks, taken and
 # released in functions of their own, must come out of google-pprof at the
 # top of both views with plausible delays; the files' header, rows and
 # memory map must be what google-pprof and Go's pprof parse; --png (through

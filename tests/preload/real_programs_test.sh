@@ -93,7 +93,7 @@ roundtrip() {  # name compress-cmd decompress-cmd
   local name=$1 comp=$2 decomp=$3
   # shellcheck disable=SC2086
   # Statistics to files: xz closes its stderr before exit, and the shim
-  # writes to the program's stderr as it is then (preload/report.h).
+  # writes to the program's stderr as it is then (preload/diag/report.h).
   rm -f "$work"/stats.*
   if PARKLOT_STATS="$work/stats.%p" LD_PRELOAD="$preload" timeout "$limit" $comp <"$data" 2>/dev/null >"$work/c" &&
      LD_PRELOAD="$preload" timeout "$limit" $decomp <"$work/c" >"$work/d" 2>/dev/null &&
@@ -115,7 +115,7 @@ if need sort; then
   check_hits "sort --parallel=8"
 fi
 
-# PARKLOT_DEADLOCK=report (preload/deadlock.h): the same programs give the
+# PARKLOT_DEADLOCK=report (preload/diag/deadlock.h): the same programs give the
 # same results and no report (none has a lock-order cycle). Reports would
 # go to one file per process.
 under_report() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Where reports go (preload/report.h; docs/design.md section 6, invariants 8 and
-# 9), as a program and its user meet it:
+# Where reports go (preload/diag/report.h; docs/design.md section 6,
+# invariants 8 and 9), as a program and its user meet it:
 # - descriptors: the shim holds none the program can see, and a daemon
 #   that closes every descriptor from 3 up and reuses one for its data
 #   never gets a report in its data file;

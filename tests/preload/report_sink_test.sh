@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where PARKLOT_STATS sends the statistics (preload/report.h), end to end
+# Where PARKLOT_STATS sends the statistics (preload/diag/report.h), end to end
 # with report_prog (a contended mutex in contend(), a fork child leaving by
 # _exit(), one by exit()):
 #   PARKLOT_STATS=1         stderr: the parent's and the exit() child's

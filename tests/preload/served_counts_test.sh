@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PARKLOT_STATS in practice (preload/lock_stats.cc):
+# PARKLOT_STATS in practice (preload/diag/lock_stats.cc):
 #   - the report's "served by parklot" line counts every primitive the shim
 #     serves: served_counts_prog makes an exact number of each, and the line
 #     must say so;

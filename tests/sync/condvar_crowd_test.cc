@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "runtime/parking_lot.h"
+#include "runtime/registry.h"
 #include "runtime/thread_data.h"
 #include "sync/condvar.h"
 #include "sync/mutex.h"

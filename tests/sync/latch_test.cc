@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/global_table.h"
 #include "runtime/thread_data.h"
 #include "tests/sync/primitives_test_util.h"
 #include "tests/util/watchdog.h"

@@ -14,6 +14,8 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "hash/bucket_table.h"
+#include "runtime/global_table.h"
+#include "runtime/registry.h"
 #include "runtime/thread_data.h"
 #include "sync/latch.h"
 #include "sync/once.h"

@@ -23,6 +23,8 @@
 #include "absl/time/time.h"
 #include "runtime/config.h"
 #include "runtime/deadline.h"
+#include "runtime/global_table.h"
+#include "runtime/registry.h"
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
 

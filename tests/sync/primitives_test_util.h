@@ -20,8 +20,9 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "hash/futex.h"
+#include "base/futex.h"
 #include "runtime/config.h"
+#include "runtime/registry.h"
 #include "runtime/thread_data.h"
 
 namespace parklot::internal::testing::prim {

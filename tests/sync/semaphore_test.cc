@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "runtime/deadline.h"
+#include "runtime/global_table.h"
 #include "runtime/thread_data.h"
 #include "tests/sync/primitives_test_util.h"
 #include "tests/util/watchdog.h"

@@ -14,12 +14,12 @@
 #include <algorithm>
 #include <atomic>
 
-#include "hash/anon_mmap.h"
+#include "base/anon_mmap.h"
+#include "base/text.h"
 #include "hash/fibonacci_hash.h"
-#include "hash/text.h"
-#include "preload/deadlock.h"
+#include "preload/diag/deadlock.h"
+#include "preload/diag/report.h"
 #include "preload/futex_ops.h"
-#include "preload/report.h"
 #include "preload/shim.h"
 #include "runtime/config.h"
 #include "runtime/fork.h"

@@ -1,4 +1,4 @@
-// Loading the diagnostics object (preload/diag.h), and the shim's side of
+// Loading the diagnostics object (preload/diag/diag.h), and the shim's side of
 // PARKLOT_DEADLOCK (deadlock.h).
 //
 // Where it is found: beside the shim's own file, the path dladdr gives for
@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash/text.h"
-#include "preload/deadlock.h"
-#include "preload/diag.h"
-#include "preload/report.h"
+#include "base/text.h"
+#include "preload/diag/deadlock.h"
+#include "preload/diag/diag.h"
+#include "preload/diag/report.h"
 #include "preload/shim.h"
 #include "runtime/fork.h"
 #include "runtime/thread_data.h"

@@ -4,8 +4,8 @@
 // `syscall()` wrapper: the preload shim may interpose that wrapper (issue:
 // private syscall(SYS_futex) waits), and parklot's own sleeping must never be
 // routed back into the parking lot.
-#ifndef PARKLOT_HASH_FUTEX_H_
-#define PARKLOT_HASH_FUTEX_H_
+#ifndef PARKLOT_BASE_FUTEX_H_
+#define PARKLOT_BASE_FUTEX_H_
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -62,4 +62,4 @@ inline void CpuRelax() { __builtin_ia32_pause(); }
 
 }  // namespace parklot::internal
 
-#endif  // PARKLOT_HASH_FUTEX_H_
+#endif  // PARKLOT_BASE_FUTEX_H_

@@ -1,8 +1,8 @@
-#include "hash/shared_tls.h"
+#include "base/shared_tls.h"
 
 #include <sys/syscall.h>
 
-#include "hash/futex.h"
+#include "base/futex.h"
 
 namespace parklot::internal {
 

@@ -1,4 +1,4 @@
-#include "preload/report.h"
+#include "preload/diag/report.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "base/text.h"
 #include "hash/bucket_table.h"
-#include "hash/text.h"
-#include "preload/deadlock.h"
+#include "preload/diag/deadlock.h"
 
 namespace parklot::internal::preload {
 namespace {

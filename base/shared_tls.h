@@ -6,15 +6,15 @@
 // object alone and work between such tasks; the lot must too. Its creator
 // calls NoteTlsSharingTask first (the preload shim's clone() does); from
 // then on the lot's per-thread state that correctness rests on is kept per
-// task on that TLS: the lock-section depth (bucket_table.cc, SectionState)
+// task on that TLS: the lock-section depth (hash/lock_section.cc, SectionState)
 // and the parking record (runtime/parking_lot.cc, guest records). What
 // stays shared is only approximate state: the owner slot a lock records
 // (as glibc's owner tid, which such tasks share too), statistics counters,
 // the collision-growth bookkeeping, the served futex path's re-entry count
 // (not read on a foreign task). Tasks made by a raw clone system call
 // without the call share everything, as before.
-#ifndef PARKLOT_HASH_SHARED_TLS_H_
-#define PARKLOT_HASH_SHARED_TLS_H_
+#ifndef PARKLOT_BASE_SHARED_TLS_H_
+#define PARKLOT_BASE_SHARED_TLS_H_
 
 #include <atomic>
 #include <cstddef>
@@ -127,4 +127,4 @@ void YieldForSharedTls();
 
 }  // namespace parklot::internal
 
-#endif  // PARKLOT_HASH_SHARED_TLS_H_
+#endif  // PARKLOT_BASE_SHARED_TLS_H_

@@ -1,11 +1,11 @@
 // Where the shim's reports go, and how they name call sites. One sink for
 // the statistics (PARKLOT_STATS), the diagnostic reports (PARKLOT_DEADLOCK,
 // to PARKLOT_REPORT) and the contention profiles (PARKLOT_PROFILE,
-// preload/profile.h): reports never go through stdio
+// preload/diag/profile.h): reports never go through stdio
 // (no FILE lock, no buffer the program's output shares) and never change
 // what the program itself prints, when sent to a file.
-#ifndef PARKLOT_PRELOAD_REPORT_H_
-#define PARKLOT_PRELOAD_REPORT_H_
+#ifndef PARKLOT_PRELOAD_DIAG_REPORT_H_
+#define PARKLOT_PRELOAD_DIAG_REPORT_H_
 
 #include <cstddef>
 #include <string_view>
@@ -105,4 +105,4 @@ void DescribeCallSite(const void* pc, char* buf, size_t size);
 
 }  // namespace parklot::internal::preload
 
-#endif  // PARKLOT_PRELOAD_REPORT_H_
+#endif  // PARKLOT_PRELOAD_DIAG_REPORT_H_

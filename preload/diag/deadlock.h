@@ -37,12 +37,12 @@
 // The detector lives in the diagnostics object (diag.h), which the shim
 // loads only under PARKLOT_DEADLOCK (or PARKLOT_STATS, for its symbolizer);
 // the shim keeps the hooks' call sites and the waits' slicing.
-#ifndef PARKLOT_PRELOAD_DEADLOCK_H_
-#define PARKLOT_PRELOAD_DEADLOCK_H_
+#ifndef PARKLOT_PRELOAD_DIAG_DEADLOCK_H_
+#define PARKLOT_PRELOAD_DIAG_DEADLOCK_H_
 
 #include <cstdint>
 
-#include "preload/diag.h"
+#include "preload/diag/diag.h"
 #include "runtime/config.h"
 #include "runtime/deadline.h"
 
@@ -69,7 +69,7 @@ extern DiagHooks g_diag;
 void EnableDeadlockDetection(const Config& config);
 
 // The hooks, called only while DeadlockOn(). They run in the diagnostics
-// object (preload/deadlock.cc).
+// object (preload/diag/deadlock.cc).
 //
 // The calling thread is about to take `lock` in `mode` and may wait for it
 // (a lock, timed lock, condvar re-lock; not a trylock), from the call whose
@@ -136,4 +136,4 @@ bool AcquireWatched(const void* lock, LockMode mode, const void* site,
 
 }  // namespace parklot::internal::preload
 
-#endif  // PARKLOT_PRELOAD_DEADLOCK_H_
+#endif  // PARKLOT_PRELOAD_DIAG_DEADLOCK_H_

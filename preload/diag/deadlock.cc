@@ -17,9 +17,9 @@
 #include "absl/debugging/stacktrace.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/internal/graphcycles.h"
-#include "hash/anon_mmap.h"
+#include "base/anon_mmap.h"
 #include "hash/fibonacci_hash.h"
-#include "preload/diag.h"
+#include "preload/diag/diag.h"
 
 namespace parklot::internal::preload {
 

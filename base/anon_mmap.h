@@ -1,8 +1,8 @@
 // Zero-filled private memory straight from the kernel, for tables that
 // paths which may not malloc (lock paths, signal handlers, a fork child)
 // use. The one place parklot maps anonymous memory.
-#ifndef PARKLOT_HASH_ANON_MMAP_H_
-#define PARKLOT_HASH_ANON_MMAP_H_
+#ifndef PARKLOT_BASE_ANON_MMAP_H_
+#define PARKLOT_BASE_ANON_MMAP_H_
 
 #include <errno.h>
 #include <sys/mman.h>
@@ -31,4 +31,4 @@ inline void* MapAnonymous(size_t bytes, bool reserve) {
 
 }  // namespace parklot::internal
 
-#endif  // PARKLOT_HASH_ANON_MMAP_H_
+#endif  // PARKLOT_BASE_ANON_MMAP_H_

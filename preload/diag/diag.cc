@@ -1,6 +1,6 @@
 // The diagnostics object's entry point and its symbolizer (diag.h): what
 // the shim's reports use to name a call site's function.
-#include "preload/diag.h"
+#include "preload/diag/diag.h"
 
 #include <string.h>
 

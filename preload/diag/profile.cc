@@ -13,7 +13,7 @@
 // it takes a mutex of its own only in programs that register frames by
 // hand (__register_frame_info, JIT compilers), and that mutex's lock path
 // here is not profiled (t_walking).
-#include "preload/profile.h"
+#include "preload/diag/profile.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -21,10 +21,10 @@
 #include <unistd.h>
 #include <unwind.h>
 
-#include "hash/anon_mmap.h"
+#include "base/anon_mmap.h"
+#include "base/text.h"
 #include "hash/fibonacci_hash.h"
-#include "hash/text.h"
-#include "preload/report.h"
+#include "preload/diag/report.h"
 #include "runtime/deadline.h"
 
 namespace parklot::internal::preload {

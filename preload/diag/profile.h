@@ -45,8 +45,8 @@
 // in. The tables are fixed-size, mmap'ed when profiling is on and never
 // otherwise; a full table drops the sample and counts it ("discarded
 // samples" in the file).
-#ifndef PARKLOT_PRELOAD_PROFILE_H_
-#define PARKLOT_PRELOAD_PROFILE_H_
+#ifndef PARKLOT_PRELOAD_DIAG_PROFILE_H_
+#define PARKLOT_PRELOAD_DIAG_PROFILE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -120,4 +120,4 @@ class ProfileWait {
 
 }  // namespace parklot::internal::preload
 
-#endif  // PARKLOT_PRELOAD_PROFILE_H_
+#endif  // PARKLOT_PRELOAD_DIAG_PROFILE_H_

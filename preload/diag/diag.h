@@ -13,8 +13,8 @@
 // through DiagHost alone, and has no thread-local storage of its own (a
 // dlopen'ed object's TLS is allocated on each thread's first access, by
 // malloc, inside a lock).
-#ifndef PARKLOT_PRELOAD_DIAG_H_
-#define PARKLOT_PRELOAD_DIAG_H_
+#ifndef PARKLOT_PRELOAD_DIAG_DIAG_H_
+#define PARKLOT_PRELOAD_DIAG_DIAG_H_
 
 #include <sys/types.h>
 
@@ -86,4 +86,4 @@ extern "C" int parklot_diag_open(uint32_t version,
                                  const parklot::internal::preload::DiagHost* host,
                                  parklot::internal::preload::DiagHooks* hooks);
 
-#endif  // PARKLOT_PRELOAD_DIAG_H_
+#endif  // PARKLOT_PRELOAD_DIAG_DIAG_H_

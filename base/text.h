@@ -3,8 +3,8 @@
 // messages on stderr. The preload shim loads with libc alone (docs/design.md,
 // "The shim's footprint"), and these run where malloc must not (the first
 // lock may be inside malloc). Header-only, libc only.
-#ifndef PARKLOT_HASH_TEXT_H_
-#define PARKLOT_HASH_TEXT_H_
+#ifndef PARKLOT_BASE_TEXT_H_
+#define PARKLOT_BASE_TEXT_H_
 
 #include <errno.h>
 #include <signal.h>
@@ -265,4 +265,4 @@ __attribute__((format(printf, 1, 2))) inline void SayLine(const char* format, ..
 
 }  // namespace parklot::internal
 
-#endif  // PARKLOT_HASH_TEXT_H_
+#endif  // PARKLOT_BASE_TEXT_H_
