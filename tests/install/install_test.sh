@@ -93,7 +93,9 @@ for variant in "" static=1; do
     fail "make example ${variant:-shared}"; cat "$work/log"
   fi
 done
-ldd "$work/build-cmake-OFF/queue" | grep -q "libparklot.so.0 => $prefix/lib/" || fail "cmake example does not load the installed libparklot.so.0"
+loaded=$(ldd "$work/build-cmake-OFF/queue" 2>&1)
+grep -q "libparklot.so.0 => $prefix/lib/" <<<"$loaded" ||
+  { fail "cmake example does not load the installed libparklot.so.0"; echo "$loaded"; }
 
 echo "== the installed launcher"
 info=$(clean "$prefix/bin/parklot" info) || fail "parklot info"

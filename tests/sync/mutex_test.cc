@@ -299,30 +299,38 @@ TEST(MutexTest, UnlockFairWithoutWaitersReleases) {
   }
 }
 
-// UnlockFair hands off through a chain of parked waiters in FIFO order.
-TEST(MutexTest, UnlockFairChainIsFifo) {
-  Watchdog dog(absl::Seconds(60), "UnlockFair chain");
-  constexpr int kWaiters = 8;
+// Queues `waiters` threads on a held mutex one at a time, each parked
+// before the next starts (thread i runs `prepare(i)` first), then releases
+// the mutex with UnlockFair; each waiter takes it and passes it on with
+// UnlockFair. Returns the order in which they got it.
+template <typename Prepare>
+std::vector<int> HandOffChain(int waiters, Prepare prepare) {
   Mutex mu;
   mu.Lock();
   std::vector<int> order;  // guarded by mu
-  ThreadRef refs[kWaiters];
+  std::vector<ThreadRef> refs(waiters);
   std::vector<std::thread> threads;
-  for (int i = 0; i < kWaiters; ++i) {
+  for (int i = 0; i < waiters; ++i) {
     threads.emplace_back([&, i] {
+      prepare(i);
       refs[i].Publish();
       mu.Lock();
       order.push_back(i);
       mu.UnlockFair();
     });
-    // Queue them one at a time so that the queue order is known.
-    ASSERT_TRUE(Eventually([&] { return refs[i].published(); }));
-    ASSERT_TRUE(refs[i].WaitParked());
+    EXPECT_TRUE(Eventually([&] { return refs[i].published(); }));
+    EXPECT_TRUE(refs[i].WaitParked());
   }
   mu.UnlockFair();
   for (auto& t : threads) t.join();
-  ASSERT_EQ(order.size(), static_cast<size_t>(kWaiters));
-  for (int i = 0; i < kWaiters; ++i) EXPECT_EQ(order[i], i);
+  return order;
+}
+
+// UnlockFair hands off through a chain of parked waiters in FIFO order.
+TEST(MutexTest, UnlockFairChainIsFifo) {
+  Watchdog dog(absl::Seconds(60), "UnlockFair chain");
+  EXPECT_EQ(HandOffChain(8, [](int) {}),
+            (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
 // A program that links the library and makes real-time threads tells the
@@ -339,30 +347,13 @@ TEST(MutexTest, RealTimeWaitersGetTheLockByPriority) {
   ASSERT_EQ(pthread_setschedparam(pthread_self(), SCHED_OTHER, &probe), 0);
   Watchdog dog(absl::Seconds(60), "real-time waiters");
   constexpr int kPriority[] = {10, 30, 0, 20, 30};
-  constexpr int kWaiters = 5;
-  Mutex mu;
-  mu.Lock();
-  std::vector<int> order;  // guarded by mu
-  ThreadRef refs[kWaiters];
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kWaiters; ++i) {
-    threads.emplace_back([&, i] {
-      if (kPriority[i] > 0) {
-        sched_param p{};
-        p.sched_priority = kPriority[i];
-        EXPECT_EQ(pthread_setschedparam(pthread_self(), SCHED_FIFO, &p), 0);
-        ::parklot::SchedulingChanged(true);
-      }
-      refs[i].Publish();
-      mu.Lock();
-      order.push_back(i);
-      mu.UnlockFair();
-    });
-    ASSERT_TRUE(Eventually([&] { return refs[i].published(); }));
-    ASSERT_TRUE(refs[i].WaitParked());
-  }
-  mu.UnlockFair();
-  for (auto& t : threads) t.join();
+  const auto order = HandOffChain(5, [&](int i) {
+    if (kPriority[i] == 0) return;
+    sched_param p{};
+    p.sched_priority = kPriority[i];
+    EXPECT_EQ(pthread_setschedparam(pthread_self(), SCHED_FIFO, &p), 0);
+    ::parklot::SchedulingChanged(true);
+  });
   EXPECT_EQ(order, (std::vector<int>{1, 4, 3, 0, 2}));
 }
 
