@@ -216,13 +216,18 @@ bool CondVarCore::WaitAny(std::atomic<uintptr_t>* cv, void (*unlock)(void*),
   return !r.timed_out();
 }
 
+// A notify resets the word to kNoWaiters only when it took the last waiter
+// off the queue: one that finds nobody queued leaves the word, whose waiters
+// may be another process's (a private condvar in shared memory, which glibc
+// tolerates), so that their own process's notify still finds them
+// (docs/design.md section 4, CondVar).
 bool CondVarCore::NotifyOne(std::atomic<uintptr_t>* cv) {
   for (;;) {
     const uintptr_t s = cv->load(std::memory_order_relaxed);
     if (s == kNoWaiters) return false;
     if (s == kNoRequeue) {
       return UnparkOne(KeyOf(cv), [cv](UnparkResult r) {
-               if (!r.have_more_threads) {
+               if (r.unparked_threads != 0 && !r.have_more_threads) {
                  cv->store(kNoWaiters, std::memory_order_relaxed);
                }
                return kNotifiedToken;
@@ -236,7 +241,8 @@ bool CondVarCore::NotifyOne(std::atomic<uintptr_t>* cv) {
                                RequeueOp::kUnparkOne);
         },
         [cv](RequeueOp, UnparkResult r) {
-          if (!r.have_more_threads) {
+          if (r.unparked_threads + r.requeued_threads != 0 &&
+              !r.have_more_threads) {
             cv->store(kNoWaiters, std::memory_order_relaxed);
           }
           return kNotifiedToken;
@@ -259,8 +265,10 @@ __attribute__((noinline)) size_t NotifyAllSlow(std::atomic<uintptr_t>* cv) {
     if (s == kNoRequeue) {
       return UnparkFilter(
                  KeyOf(cv), [](ParkToken) { return FilterOp::kUnpark; },
-                 [cv](UnparkResult) {
-                   cv->store(kNoWaiters, std::memory_order_relaxed);
+                 [cv](UnparkResult r) {
+                   if (r.unparked_threads != 0) {
+                     cv->store(kNoWaiters, std::memory_order_relaxed);
+                   }
                    return kNotifiedToken;
                  })
           .unparked_threads;
@@ -285,7 +293,7 @@ __attribute__((noinline)) size_t NotifyAllSlow(std::atomic<uintptr_t>* cv) {
               crowd ? RequeueOp::kUnparkAll
                     : RequeueOp::kUnparkOneRequeueRest);
           // Every waiter leaves the condvar's queue.
-          if (op != RequeueOp::kAbort) {
+          if (op != RequeueOp::kAbort && parked != 0) {
             cv->store(kNoWaiters, std::memory_order_relaxed);
           }
           return op;
