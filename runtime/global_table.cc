@@ -15,11 +15,12 @@
 #include "runtime/thread_data.h"
 
 namespace parklot::internal {
+
+constinit std::atomic<int> g_init{0};
+
 namespace {
 
 alignas(BucketTable) unsigned char g_table_storage[sizeof(BucketTable)];
-// 0 none, 1 initializing, 2 ready.
-std::atomic<int> g_init{0};
 
 // The CPUs at start-up: in the affinity mask (the spin policy's) and online
 // (the `cpus` growth policy's). Read by a load-time constructor, before
@@ -90,10 +91,6 @@ __attribute__((constructor)) void AtLoad() {
 }
 
 }  // namespace
-
-bool LotInitialized() {
-  return g_init.load(std::memory_order_acquire) == 2;
-}
 
 BucketTable& GlobalTable() {
   if (g_init.load(std::memory_order_acquire) != 2) InitOnce();

@@ -4,12 +4,21 @@
 #ifndef PARKLOT_RUNTIME_GLOBAL_TABLE_H_
 #define PARKLOT_RUNTIME_GLOBAL_TABLE_H_
 
+#include <atomic>
+
 #include "hash/bucket_table.h"
 
 namespace parklot::internal {
 
+// The lot's start-up state: 0 none, 1 initializing, 2 ready. Written by
+// GlobalTable's first call only; read inline because the spin decision
+// (registry::StateOf) asks on every spinning round.
+extern constinit std::atomic<int> g_init;
+
 // Whether the lot (registry and table) exists yet. Async-signal-safe.
-bool LotInitialized();
+inline bool LotInitialized() {
+  return g_init.load(std::memory_order_acquire) == 2;
+}
 // The process's table, created on first use from GetConfig() (which fixes
 // the configuration). Thread-safe. Never calls malloc: the table object,
 // with a first table of up to BucketTable::kInlineBuckets buckets inside
