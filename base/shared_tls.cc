@@ -17,13 +17,6 @@ void NoteTlsSharingTask() {
   if (t_tls_owner == 0) t_tls_owner = CurrentTaskId();
 }
 
-int32_t ForeignTaskId() {
-  const int32_t owner = t_tls_owner;
-  if (owner == 0) return 0;
-  const int32_t tid = CurrentTaskId();
-  return tid != owner ? tid : 0;
-}
-
 void ResetSharedTlsInChild() { t_tls_owner = 0; }
 
 void YieldForSharedTls() {

@@ -39,15 +39,20 @@ void NoteTlsSharingTask();
 // TLS load.
 inline bool TlsMayBeShared() { return t_tls_owner != 0; }
 
-// The calling task's kernel thread id if it runs on TLS another task owns,
-// else 0. One gettid where TlsMayBeShared(); no system call elsewhere.
-// Async-signal-safe.
-int32_t ForeignTaskId();
-inline bool OnForeignTls() { return ForeignTaskId() != 0; }
-
 // The kernel's id of the calling task (gettid): not the id glibc keeps in
 // TLS, which a task on shared TLS reads as its owner's. Async-signal-safe.
 int32_t CurrentTaskId();
+
+// The calling task's kernel thread id if it runs on TLS another task owns,
+// else 0. Inline, for the served futex calls' dispatch: one TLS load where
+// the TLS was never shared, one gettid elsewhere. Async-signal-safe.
+inline int32_t ForeignTaskId() {
+  const int32_t owner = t_tls_owner;
+  if (owner == 0) return 0;
+  const int32_t tid = CurrentTaskId();
+  return tid != owner ? tid : 0;
+}
+inline bool OnForeignTls() { return ForeignTaskId() != 0; }
 
 // N entries of per-task state for tasks on another task's TLS (the lock
 // sections' and the parking records'), keyed by kernel thread id, 0 free.

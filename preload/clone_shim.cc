@@ -11,23 +11,18 @@
 // (docs/design.md §5.16). A clone that then fails leaves the TLS noted (a
 // gettid per park from then on, nothing more).
 #include <sched.h>
-#include <stdarg.h>
 #include <sys/types.h>
 
 #include "base/shared_tls.h"
 #include "preload/shim.h"
 #include "preload/task_model.h"
 
-extern "C" int clone(
-    int (*fn)(void*), void* stack, int flags, void* arg, ...) {
-  // glibc reads the three optional arguments whatever the flags; so does
-  // this wrapper, and passes them on as they came.
-  va_list ap;
-  va_start(ap, arg);
-  pid_t* parent_tid = va_arg(ap, pid_t*);
-  void* tls = va_arg(ap, void*);
-  pid_t* child_tid = va_arg(ap, pid_t*);
-  va_end(ap);
+// clone(fn, stack, flags, arg, ...), with its three optional arguments as
+// fixed parameters (preload/surface.h): glibc reads them whatever the
+// flags; so does this wrapper, and passes them on as they came.
+extern "C" int parklot_serve_clone(int (*fn)(void*), void* stack, int flags,
+                                   void* arg, pid_t* parent_tid, void* tls,
+                                   pid_t* child_tid) {
   const bool shares_tls = (flags & (CLONE_VM | CLONE_SETTLS)) == CLONE_VM;
   if (shares_tls && (flags & CLONE_VFORK) == 0) parklot::internal::NoteTlsSharingTask();
   const bool vfork_child = shares_tls && (flags & CLONE_VFORK) != 0;

@@ -13,45 +13,43 @@
 #include "preload/futex_ops.h"
 #include "preload/program_handler.h"
 
-// The accessors' faulting instructions, and where a fault there resumes.
+// The table of accessing instructions (futex_fault.h), from the linker.
 extern "C" {
-__attribute__((visibility("hidden"))) extern const char parklot_user_load32_insn[];
-__attribute__((visibility("hidden"))) extern const char parklot_user_load64_insn[];
-__attribute__((visibility("hidden"))) extern const char parklot_user_cmpxchg32_insn[];
-__attribute__((visibility("hidden"))) extern const char parklot_user_fault[];
+__attribute__((visibility("hidden"))) extern const int32_t
+    __start_parklot_user_access[];
+__attribute__((visibility("hidden"))) extern const int32_t
+    __stop_parklot_user_access[];
 }
 
-// parklot_user_load32 and _load64 are one shape, the assembler macro
-// below, at two widths (`reg`: %eax or %rax).
+// parklot_user_load64 and parklot_user_cmpxchg32; their entries resume at
+// parklot_user_fault.
 asm(R"(
   .text
-  .macro parklot_user_load name, reg
   .p2align 4
-  .globl \name, \name\()_insn
-  .hidden \name, \name\()_insn
-  .type \name, @function
-\name:
+  .globl parklot_user_load64
+  .hidden parklot_user_load64
+  .type parklot_user_load64, @function
+parklot_user_load64:
   .cfi_startproc
-\name\()_insn:
-  mov (%rdi), \reg
-  mov \reg, (%rsi)
+1:
+  mov (%rdi), %rax
+)" PARKLOT_USER_ACCESS("1b", "parklot_user_fault") R"(
+  mov %rax, (%rsi)
   xorl %eax, %eax
   ret
   .cfi_endproc
-  .size \name, .-\name
-  .endm
-  parklot_user_load parklot_user_load32, %eax
-  parklot_user_load parklot_user_load64, %rax
+  .size parklot_user_load64, .-parklot_user_load64
 
   .p2align 4
-  .globl parklot_user_cmpxchg32, parklot_user_cmpxchg32_insn
-  .hidden parklot_user_cmpxchg32, parklot_user_cmpxchg32_insn
+  .globl parklot_user_cmpxchg32
+  .hidden parklot_user_cmpxchg32
   .type parklot_user_cmpxchg32, @function
 parklot_user_cmpxchg32:
   .cfi_startproc
   movl (%rsi), %eax
-parklot_user_cmpxchg32_insn:
+1:
   lock cmpxchgl %edx, (%rdi)
+)" PARKLOT_USER_ACCESS("1b", "parklot_user_fault") R"(
   jne 1f
   xorl %eax, %eax
   ret
@@ -81,7 +79,7 @@ namespace {
 // ---------------------------------------------------------------------------
 // SIGSEGV and SIGBUS. A served call's access to a bad address faults at one
 // of the accessors' instructions; the handler, installed in front of the
-// program's action by Init(), resumes it at parklot_user_fault. It needs no
+// program's action by Init(), resumes it where the table says. It needs no
 // lock and never leaves by a jump, so a fault is harmless anywhere, a
 // bucket lock held or not. Every other SIGSEGV and SIGBUS gets the
 // program's action, as the kernel would have run it.
@@ -146,9 +144,15 @@ int SetProgramAction(int sig, const struct sigaction& act,
   return rc;
 }
 
-bool IsAccessInstruction(const char* ip) {
-  return ip == parklot_user_load32_insn || ip == parklot_user_load64_insn ||
-         ip == parklot_user_cmpxchg32_insn;
+// Where a fault at `ip` resumes, if ip is an accessing instruction (a
+// linear search: a handful of entries).
+const char* ResumeAddress(const char* ip) {
+  for (const int32_t* e = __start_parklot_user_access;
+       e < __stop_parklot_user_access; e += 2) {
+    const char* base = reinterpret_cast<const char*>(e);
+    if (base + e[0] == ip) return base + 4 + e[1];
+  }
+  return nullptr;
 }
 
 // Kept small: it runs on the program's alternate signal stack (under 256
@@ -159,9 +163,11 @@ void OnFaultSignal(int sig, siginfo_t* info, void* context) {
   auto* uc = static_cast<ucontext_t*>(context);
   greg_t& ip = uc->uc_mcontext.gregs[REG_RIP];
   // si_code > 0: raised by the fault itself, not sent.
-  if (info->si_code > 0 && IsAccessInstruction(reinterpret_cast<const char*>(ip))) {
-    ip = reinterpret_cast<greg_t>(parklot_user_fault);
-    return;
+  if (info->si_code > 0) {
+    if (const char* resume = ResumeAddress(reinterpret_cast<const char*>(ip))) {
+      ip = reinterpret_cast<greg_t>(resume);
+      return;
+    }
   }
   std::atomic<uintptr_t>& program = g_program[FaultIndex(sig)];
   uintptr_t word = program.load(std::memory_order_acquire);

@@ -64,14 +64,14 @@ constexpr uintptr_t kUserTop = (uintptr_t{1} << 47) - 4096;
 std::atomic<uintptr_t> g_min_address{0};
 std::atomic<int> g_init_state{0};  // Init(): 0 not started, 1 running, 2 done
 
-uintptr_t MinAddress() {
+[[gnu::always_inline]] inline uintptr_t MinAddress() {
   uintptr_t m = g_min_address.load(std::memory_order_relaxed);
   if (m != 0) return m;
   Init();
   return g_min_address.load(std::memory_order_relaxed);
 }
 
-bool WordOk(long a) {
+[[gnu::always_inline]] inline bool WordOk(long a) {
   const auto p = static_cast<uintptr_t>(a);
   return (p & 3) == 0 && p >= MinAddress() && p <= kUserTop - 4;
 }
@@ -84,8 +84,8 @@ bool TimespecAddressOk(long a) {
 // The caller's memory, through the accessors (futex_fault.h): false where
 // the kernel would fail with EFAULT. (TSan sees no access inside them; it is
 // told of the ordering a seq_cst access gives.)
-bool ReadWord(const uint32_t* word, uint32_t* value) {
-  if (parklot_user_load32(word, value) != 0) return false;
+[[gnu::always_inline]] inline bool ReadWord(const uint32_t* word, uint32_t* value) {
+  if (!ReadUser32(word, value)) return false;
 #if defined(__SANITIZE_THREAD__)
   __tsan_acquire(const_cast<uint32_t*>(word));
 #endif
@@ -122,7 +122,8 @@ size_t WakeLimit(int nr) { return nr <= 0 ? 1 : static_cast<size_t>(nr); }
 
 uint32_t* Word(long a) { return reinterpret_cast<uint32_t*>(a); }
 
-// Inside a served call on this thread (a signal handler may re-enter).
+// Inside a served call's use of the lot on this thread (a signal handler
+// may re-enter): a wait past its first read of the word, a wake, a requeue.
 // A task on another task's TLS (OnForeignTls) neither reads nor counts it:
 // the count is its TLS owner's.
 __attribute__((tls_model("initial-exec"))) thread_local int t_depth = 0;
@@ -138,7 +139,7 @@ struct DepthScope {
 };
 
 // Whether this thread is asleep in the parking lot, holding no bucket lock.
-bool ParkedInLot() {
+__attribute__((noinline)) bool ParkedInLot() {
   ThreadData* td = CurrentThreadDataIfAny();
   return td != nullptr && registry::StateOf(td->slot) == ThreadState::kParked;
 }
@@ -149,7 +150,7 @@ bool ParkedInLot() {
 // goes to the kernel, whose waiters served wakes reach (futex_ops.h, rule
 // 2). Returns whether the lot may serve the call; *counted: whether it
 // counts in t_depth (not on another task's TLS, whose count is not its).
-bool MayServe(bool wake, bool* counted) {
+[[gnu::always_inline]] inline bool MayServe(bool wake, bool* counted) {
   *counted = !OnForeignTls();
   return !*counted || t_depth == 0 || (wake && ParkedInLot());
 }
@@ -181,18 +182,16 @@ long AddForwarded(long total, long forwarded) {
 // done nothing, when the caller's memory faults: the call then goes to the
 // kernel, whose answer (EFAULT) is the call's.
 
-bool Wait(uint32_t* uaddr, uint32_t val, const timespec* ts, bool relative,
-          bool realtime, uint32_t bitset, long* result) {
-  // Read once before any bucket lock is taken: a bad word faults here, and
-  // only a mapping changed since (another thread's munmap) can fault under
-  // the lock, where the accessor's fault is as harmless. A word that
-  // differs already is the kernel's EAGAIN: no lock, no clock.
-  uint32_t seen;
-  if (!ReadWord(uaddr, &seen)) return false;
-  if (seen != val) {
-    *result = -EAGAIN;
-    return true;
-  }
+// A served wait past its first compare (Wait): the park. Out of line, as
+// every operation's body is: the calls served without one (a wait on a
+// word that differs) then run in a frame with nothing to save.
+// Counted in t_depth (if `counted`) from here: the first read takes no
+// lock, so a handler's call that interrupts it may be served.
+__attribute__((noinline)) bool ParkWait(uint32_t* uaddr, uint32_t val,
+                                        const timespec* ts, bool relative,
+                                        bool realtime, uint32_t bitset,
+                                        bool counted, long* result) {
+  DepthScope depth(counted);
   Deadline deadline = Deadline::Never();
   if (ts != nullptr) {
     if (relative) {
@@ -233,7 +232,29 @@ bool Wait(uint32_t* uaddr, uint32_t val, const timespec* ts, bool relative,
   return true;
 }
 
-long Wake(long uaddr, int op, int nr, uint32_t bitset) {
+[[gnu::always_inline]] inline bool Wait(uint32_t* uaddr, uint32_t val,
+                                       const timespec* ts, bool relative,
+                                       bool realtime, uint32_t bitset,
+                                       long* result) {
+  // Read once before any bucket lock is taken: a bad word faults here, and
+  // only a mapping changed since (another thread's munmap) can fault under
+  // the lock, where the accessor's fault is as harmless. A word that
+  // differs already is the kernel's EAGAIN: no lock, no clock, and no
+  // re-entry check (the re-entry rule guards the lot's locks, and none is
+  // held yet; a call from a handler the read interrupted may be served).
+  uint32_t seen;
+  if (!ReadWord(uaddr, &seen)) return false;
+  if (seen != val) {
+    *result = -EAGAIN;
+    return true;
+  }
+  bool counted;
+  if (!MayServe(false, &counted)) return false;
+  return ParkWait(uaddr, val, ts, relative, realtime, bitset, counted,
+                  result);
+}
+
+__attribute__((noinline)) long Wake(long uaddr, int op, int nr, uint32_t bitset) {
   const size_t limit = WakeLimit(nr);
   // Async-signal-safe, as the kernel's FUTEX_WAKE: from a handler that
   // interrupted this thread inside a lock section the lot's part is
@@ -248,7 +269,7 @@ long Wake(long uaddr, int op, int nr, uint32_t bitset) {
   return total;
 }
 
-bool Requeue(long uaddr, int op, int nr_wake, int nr_requeue, long uaddr2,
+__attribute__((noinline)) bool Requeue(long uaddr, int op, int nr_wake, int nr_requeue, long uaddr2,
              const uint32_t* cmpval, long* result) {
   uint32_t* from = Word(uaddr);
   // As in Wait: the first read outside the locks.
@@ -354,7 +375,7 @@ bool Compare(int cmp, int oldval, int cmparg) {
   return false;
 }
 
-bool WakeOp(long uaddr, int op, int nr_wake, int nr_wake2, long uaddr2,
+__attribute__((noinline)) bool WakeOp(long uaddr, int op, int nr_wake, int nr_wake2, long uaddr2,
             const WakeOpCode& code, long* result) {
   uint32_t* word2 = Word(uaddr2);
   // Writable? A compare-and-exchange is a write access whatever it finds,
@@ -419,19 +440,22 @@ bool HasServedWaiters(long uaddr) {
   return any;
 }
 
+// A wait's timeout: false where the kernel fails the call on it (EFAULT:
+// it reads the timespec before anything else; EINVAL: out of range).
+__attribute__((noinline)) bool ReadTimeout(long utime, timespec* ts) {
+  return TimespecAddressOk(utime) && ReadTimespec(utime, ts) &&
+         ts->tv_sec >= 0 && ts->tv_nsec >= 0 && ts->tv_nsec < 1000000000;
+}
+
 // FUTEX_LOCK_PI, FUTEX_LOCK_PI2, FUTEX_TRYLOCK_PI, FUTEX_UNLOCK_PI: the
 // kernel, finding a non-PI waiter on the word after its own checks,
 // answers EINVAL (attach_to_pi_state; futex_unlock_pi). The lot's waiters
 // are such waiters, which the kernel cannot see: EINVAL here, once every
 // check the kernel makes before is passed; otherwise the kernel answers.
-bool PiOnServedWord(long uaddr, int cmd, long utime, long* result) {
+__attribute__((noinline)) bool PiOnServedWord(long uaddr, int cmd, long utime, long* result) {
   if (cmd == FUTEX_LOCK_PI || cmd == FUTEX_LOCK_PI2) {
     timespec ts;
-    if (utime != 0 &&
-        (!TimespecAddressOk(utime) || !ReadTimespec(utime, &ts) ||
-         ts.tv_sec < 0 || ts.tv_nsec < 0 || ts.tv_nsec >= 1000000000)) {
-      return false;  // EFAULT or EINVAL, from the timeout
-    }
+    if (utime != 0 && !ReadTimeout(utime, &ts)) return false;
   }
   if (!HasServedWaiters(uaddr)) return false;
   uint32_t word;
@@ -448,7 +472,7 @@ bool PiOnServedWord(long uaddr, int cmd, long utime, long* result) {
 // FUTEX_CMP_REQUEUE_PI: past its argument checks and the compare, the
 // kernel fails with EINVAL on a waiter on uaddr that is not a
 // FUTEX_WAIT_REQUEUE_PI one (futex_proxy_trylock_atomic), as the lot's are.
-bool RequeuePiOnServedWord(long uaddr, long nr_wake, long nr_requeue,
+__attribute__((noinline)) bool RequeuePiOnServedWord(long uaddr, long nr_wake, long nr_requeue,
                            long uaddr2, long cmpval, long* result) {
   if (static_cast<int>(nr_wake) != 1 || static_cast<int>(nr_requeue) < 0 ||
       uaddr == uaddr2 || !WordOk(uaddr2) || !HasServedWaiters(uaddr)) {
@@ -470,6 +494,17 @@ bool IsWake(int cmd) {
 
 // Serves the call if it is one of ours with arguments the kernel accepts;
 // returns false (and *result untouched) to send it to the kernel.
+// The waiter's bitset of a FUTEX_WAIT or FUTEX_WAIT_BITSET the lot serves
+// (private; FUTEX_CLOCK_REALTIME with FUTEX_WAIT_BITSET only, the kernel's
+// ENOSYS on FUTEX_WAIT), else 0 (also the kernel's EINVAL for bitset 0).
+[[gnu::always_inline]] inline uint32_t WaitBitset(int op, long val3) {
+  if (op == (FUTEX_WAIT | FUTEX_PRIVATE_FLAG)) return FUTEX_BITSET_MATCH_ANY;
+  if ((op & ~FUTEX_CLOCK_REALTIME) == (FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG)) {
+    return static_cast<uint32_t>(val3);
+  }
+  return 0;
+}
+
 bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
            long* result) {
   if ((op & FUTEX_PRIVATE_FLAG) == 0) return false;
@@ -478,29 +513,22 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
   if (realtime && cmd != FUTEX_WAIT_BITSET && cmd != FUTEX_LOCK_PI2) {
     return false;  // the kernel: ENOSYS
   }
-  bool own_tls;
-  if (!MayServe(IsWake(cmd), &own_tls)) return false;
   if (!WordOk(uaddr)) return false;
+  // The re-entry rule, checked by Wait itself past its first read.
+  const bool wait = cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET;
+  bool own_tls = true;
+  if (!wait && !MayServe(IsWake(cmd), &own_tls)) return false;
   switch (cmd) {
     case FUTEX_WAIT:
     case FUTEX_WAIT_BITSET: {
-      const uint32_t bitset = cmd == FUTEX_WAIT
-                                  ? FUTEX_BITSET_MATCH_ANY
-                                  : static_cast<uint32_t>(val3);
+      const uint32_t bitset = WaitBitset(op, val3);
       if (bitset == 0) return false;  // EINVAL
       timespec ts;
       const timespec* tsp = nullptr;
       if (utime != 0) {
-        // EFAULT (the kernel reads it before anything else).
-        if (!TimespecAddressOk(utime) || !ReadTimespec(utime, &ts)) {
-          return false;
-        }
-        if (ts.tv_sec < 0 || ts.tv_nsec < 0 || ts.tv_nsec >= 1000000000) {
-          return false;  // EINVAL
-        }
+        if (!ReadTimeout(utime, &ts)) return false;
         tsp = &ts;
       }
-      DepthScope depth(own_tls);
       return Wait(Word(uaddr), static_cast<uint32_t>(val), tsp,
                   cmd == FUTEX_WAIT, realtime, bitset, result);
     }
@@ -583,13 +611,12 @@ bool ServeWake2(long uaddr, long mask, long nr, long flags, bool own_tls,
 // (-ERESTARTSYS), where the lot's timed sleep would end with EINTR; served
 // wakes reach it by the boundary rule.
 bool ServeWait2(long uaddr, long val, long mask, long flags, long timeout,
-                bool own_tls, long* result) {
+                long* result) {
   const auto m = static_cast<uint64_t>(mask);
   if (flags != kFutex2Private32 || m == 0 || !Fits32(m) ||
       !Fits32(static_cast<uint64_t>(val)) || !WordOk(uaddr) || timeout != 0) {
     return false;
   }
-  DepthScope depth(own_tls);
   return Wait(Word(uaddr), static_cast<uint32_t>(val), nullptr, false, false,
               static_cast<uint32_t>(m), result);
 }
@@ -626,13 +653,14 @@ bool ServeRequeue2(long waiters, long flags, long nr_wake, long nr_requeue,
 
 bool Serve2(long number, long a1, long a2, long a3, long a4, long a5,
             long* result) {
+  if (number == kSysFutexWait) {
+    return ServeWait2(a1, a2, a3, a4, a5, result);  // Wait: the re-entry rule
+  }
   bool own_tls;
-  if (!MayServe(number != kSysFutexWait, &own_tls)) return false;
+  if (!MayServe(true, &own_tls)) return false;
   switch (number) {
     case kSysFutexWake:
       return ServeWake2(a1, a2, a3, a4, own_tls, result);
-    case kSysFutexWait:
-      return ServeWait2(a1, a2, a3, a4, a5, own_tls, result);
     case kSysFutexRequeue:
       return ServeRequeue2(a1, a2, a3, a4, own_tls, result);
   }
@@ -687,9 +715,12 @@ void Init() {
   g_init_state.store(2, std::memory_order_release);
 }
 
-long Futex(long uaddr, long op, long val, long timeout_or_val2, long uaddr2,
-           long val3) {
-  // op is an int in the kernel's prototype: the register's low half.
+namespace {
+
+// Every call but Futex's early answer: served (Serve) or the kernel's.
+__attribute__((noinline)) long ServeOrForward(long uaddr, long op, long val,
+                                              long timeout_or_val2,
+                                              long uaddr2, long val3) {
   const int iop = static_cast<int>(op);
   const int cmd = iop & FUTEX_CMD_MASK;
   long result;
@@ -700,6 +731,24 @@ long Futex(long uaddr, long op, long val, long timeout_or_val2, long uaddr2,
   Count(g_kernel, cmd);
   return RawSyscall6(SYS_futex, uaddr, op, val, timeout_or_val2, uaddr2,
                      val3);
+}
+
+}  // namespace
+
+long Futex(long uaddr, long op, long val, long timeout_or_val2, long uaddr2,
+           long val3) {
+  // op is an int in the kernel's prototype: the register's low half.
+  const int iop = static_cast<int>(op);
+  // An untimed served wait on a word that differs already: Wait's first
+  // read and its EAGAIN, answered here, where no register needs saving
+  // (everything else is out of line). A timed one reads its timeout first.
+  uint32_t seen;
+  if (timeout_or_val2 == 0 && WaitBitset(iop, val3) != 0 && WordOk(uaddr) &&
+      ReadWord(Word(uaddr), &seen) && seen != static_cast<uint32_t>(val)) {
+    Count(g_served, iop & FUTEX_CMD_MASK);
+    return -EAGAIN;
+  }
+  return ServeOrForward(uaddr, op, val, timeout_or_val2, uaddr2, val3);
 }
 
 void EnableCounting() { g_counting = true; }

@@ -74,7 +74,8 @@
 //      counts add up. A process may thus mix served and kernel waiters on
 //      one word, as long as its wakes go through syscall().
 //   3. A call that re-enters the shim from a signal handler on a thread
-//      already inside a served futex call goes to the kernel, except a wake
+//      already inside a served futex call's use of the lot (a wait past its
+//      first read of the word, a wake, a requeue) goes to the kernel, except a wake
 //      (any of the wake and requeue commands) while that thread is asleep
 //      in the lot, which is served: elsewhere the thread may hold a bucket
 //      lock. By rule 2 a kernel wait made so is still woken by served wakes.

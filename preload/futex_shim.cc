@@ -4,7 +4,7 @@
 // rule at the boundary with code that bypasses this wrapper).
 //
 // glibc's syscall(number, ...) passes six argument registers whatever the
-// number; so does this one, read as longs. Every call not served goes to
+// number; so does this one, taken as fixed parameters (surface.h). Every call not served goes to
 // the kernel with those registers untouched (parklot::internal::RawSyscall6), and the
 // result takes syscall()'s convention: -1 with errno for -4095..-1. A
 // scheduling change made this way is noted as sched_shim.cc notes glibc's.
@@ -14,7 +14,6 @@
 // (futex_ops.h); signal_shim.cc routes the program's sigaction() and
 // signal() calls for them to futex::ProgramSigaction.
 #include <errno.h>
-#include <stdarg.h>
 #include <sys/syscall.h>
 
 #include "base/futex.h"
@@ -45,28 +44,36 @@ __attribute__((constructor)) void InitFutexShim() {
 }  // namespace
 }  // namespace parklot::internal::preload
 
-extern "C" long syscall(long number, ...) {
-  va_list ap;
-  va_start(ap, number);
-  const long a1 = va_arg(ap, long);
-  const long a2 = va_arg(ap, long);
-  const long a3 = va_arg(ap, long);
-  const long a4 = va_arg(ap, long);
-  const long a5 = va_arg(ap, long);
-  const long a6 = va_arg(ap, long);
-  va_end(ap);
-  long r;
-  if (number == SYS_futex && parklot::internal::preload::g_serve_futex) {
-    r = parklot::internal::futex::Futex(a1, a2, a3, a4, a5, a6);
-  } else if (parklot::internal::preload::g_serve_futex && parklot::internal::futex::IsFutex2(number)) {
+namespace parklot::internal::preload {
+namespace {
+
+// Every call but a served SYS_futex: out of line, so that the served
+// call's path through syscall() saves no registers.
+__attribute__((noinline)) long OtherSyscall(long number, long a1, long a2,
+                                            long a3, long a4, long a5,
+                                            long a6) {
+  if (g_serve_futex && futex::IsFutex2(number)) {
     // futex_wake, futex_wait, futex_requeue, futex_waitv: the same words.
-    r = parklot::internal::futex::Futex2(number, a1, a2, a3, a4, a5, a6);
-  } else {
-    r = parklot::internal::RawSyscall6(number, a1, a2, a3, a4, a5, a6);
-    if (r == 0 && parklot::internal::preload::SetsScheduling(number)) {
-      parklot::internal::preload::NoteSchedulingSyscall(number, a1, a2, a3);
-    }
+    return futex::Futex2(number, a1, a2, a3, a4, a5, a6);
   }
+  const long r = RawSyscall6(number, a1, a2, a3, a4, a5, a6);
+  if (r == 0 && SetsScheduling(number)) {
+    NoteSchedulingSyscall(number, a1, a2, a3);
+  }
+  return r;
+}
+
+}  // namespace
+}  // namespace parklot::internal::preload
+
+// syscall(number, ...), its six argument registers as fixed parameters
+// (preload/surface.h).
+extern "C" long parklot_serve_syscall(long number, long a1, long a2, long a3,
+                                      long a4, long a5, long a6) {
+  namespace p = parklot::internal::preload;
+  const long r = number == SYS_futex && p::g_serve_futex
+                     ? parklot::internal::futex::Futex(a1, a2, a3, a4, a5, a6)
+                     : p::OtherSyscall(number, a1, a2, a3, a4, a5, a6);
   if (static_cast<unsigned long>(r) > -4096UL) {
     errno = static_cast<int>(-r);
     return -1;

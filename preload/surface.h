@@ -143,11 +143,15 @@
 
 // The shim's implementations of the stubbed names: NAME is
 // parklot_serve_NAME in the object, local to it (exports.lds names only the
-// exported names).
+// exported names). A variadic row's implementation is defined as
+// parklot_serve_NAME with the forwarder's fixed parameters: on x86-64 a
+// variadic call passes its arguments as a fixed one does (registers, then
+// the stack), so the stub's jump reaches it with them in place, and it
+// reads them without va_arg's save area, as glibc's assembly does.
 #define PARKLOT_SERVE_DECL(ret, name, params, ...) \
   extern "C" ret name params __asm__("parklot_serve_" #name);
-#define PARKLOT_SERVE_DECL_V(ret, name, params, ...) \
-  PARKLOT_SERVE_DECL(ret, name, params)
+#define PARKLOT_SERVE_DECL_V(ret, name, params, fparams, ...) \
+  extern "C" ret parklot_serve_##name fparams;
 PARKLOT_SURFACE_STUBBED(PARKLOT_SERVE_DECL, PARKLOT_SERVE_DECL_V)
 #undef PARKLOT_SERVE_DECL
 #undef PARKLOT_SERVE_DECL_V
