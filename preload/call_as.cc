@@ -91,7 +91,7 @@ struct CfaRow {
 
   // Whether a walk through a gadget here reaches ParklotCallAs's caller
   // (file comment); *saves as ReturnGadget::saves.
-  bool Walkable(uint64_t* saves) const {
+  PARKLOT_NOSAN bool Walkable(uint64_t* saves) const {
     if (other_saved || saved[kRa] != 1) return false;
     *saves = 0;
     if (cfa_reg == kRsp && cfa_off == 8) {
@@ -123,7 +123,7 @@ PARKLOT_NOSAN bool RunCfi(const unsigned char* p, const unsigned char* end,
   CfiReader r{p, end};
   CfaRow remembered[4];
   int depth = 0;
-  auto save = [row](uint64_t reg, int64_t factored) {
+  auto save = [row](uint64_t reg, int64_t factored) PARKLOT_NOSAN {
     if (reg <= static_cast<uint64_t>(kRa)) {
       row->saved[reg] = factored;
     } else {
@@ -196,7 +196,7 @@ PARKLOT_NOSAN bool RunCfi(const unsigned char* p, const unsigned char* end,
 
 // Whether [p, p + size) lies in one of the object's mapped segments with
 // `flags`.
-bool Mapped(uintptr_t base, const ElfW(Phdr)* phdr, int phnum, uintptr_t p,
+PARKLOT_NOSAN bool Mapped(uintptr_t base, const ElfW(Phdr)* phdr, int phnum, uintptr_t p,
             uintptr_t size, uint32_t flags) {
   for (int i = 0; i < phnum; ++i) {
     const ElfW(Phdr)& ph = phdr[i];

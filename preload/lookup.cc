@@ -209,7 +209,11 @@ PARKLOT_NOSAN const Objects& GetObjects(Objects* local) {
     Fatal("glibc's dlsym and dlvsym");
   }
   int expected = 0;
+  // Both orders given: the one-order form calls libstdc++'s
+  // __cmpexch_failure_order, out of line at -O1 and so instrumented under
+  // ASan, which this code runs before (ASan's own dlsym calls).
   if (g_objects_state.compare_exchange_strong(expected, 1,
+                                              std::memory_order_relaxed,
                                               std::memory_order_relaxed)) {
     g_objects = o;
     g_objects_state.store(2, std::memory_order_release);
