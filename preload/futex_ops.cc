@@ -84,7 +84,8 @@ bool TimespecAddressOk(long a) {
 // The caller's memory, through the accessors (futex_fault.h): false where
 // the kernel would fail with EFAULT. (TSan sees no access inside them; it is
 // told of the ordering a seq_cst access gives.)
-[[gnu::always_inline]] inline bool ReadWord(const uint32_t* word, uint32_t* value) {
+[[gnu::always_inline]] inline bool ReadWord(const uint32_t* word,
+                                           uint32_t* value) {
   if (!ReadUser32(word, value)) return false;
 #if defined(__SANITIZE_THREAD__)
   __tsan_acquire(const_cast<uint32_t*>(word));
@@ -254,7 +255,8 @@ __attribute__((noinline)) bool ParkWait(uint32_t* uaddr, uint32_t val,
                   result);
 }
 
-__attribute__((noinline)) long Wake(long uaddr, int op, int nr, uint32_t bitset) {
+__attribute__((noinline)) long Wake(long uaddr, int op, int nr,
+                                    uint32_t bitset) {
   const size_t limit = WakeLimit(nr);
   // Async-signal-safe, as the kernel's FUTEX_WAKE: from a handler that
   // interrupted this thread inside a lock section the lot's part is
@@ -269,8 +271,9 @@ __attribute__((noinline)) long Wake(long uaddr, int op, int nr, uint32_t bitset)
   return total;
 }
 
-__attribute__((noinline)) bool Requeue(long uaddr, int op, int nr_wake, int nr_requeue, long uaddr2,
-             const uint32_t* cmpval, long* result) {
+__attribute__((noinline)) bool Requeue(long uaddr, int op, int nr_wake,
+                                       int nr_requeue, long uaddr2,
+                                       const uint32_t* cmpval, long* result) {
   uint32_t* from = Word(uaddr);
   // As in Wait: the first read outside the locks.
   uint32_t seen;
@@ -375,8 +378,9 @@ bool Compare(int cmp, int oldval, int cmparg) {
   return false;
 }
 
-__attribute__((noinline)) bool WakeOp(long uaddr, int op, int nr_wake, int nr_wake2, long uaddr2,
-            const WakeOpCode& code, long* result) {
+__attribute__((noinline)) bool WakeOp(long uaddr, int op, int nr_wake,
+                                      int nr_wake2, long uaddr2,
+                                      const WakeOpCode& code, long* result) {
   uint32_t* word2 = Word(uaddr2);
   // Writable? A compare-and-exchange is a write access whatever it finds,
   // and this one changes nothing (0 for 0, or no exchange). Outside the
@@ -452,7 +456,8 @@ __attribute__((noinline)) bool ReadTimeout(long utime, timespec* ts) {
 // answers EINVAL (attach_to_pi_state; futex_unlock_pi). The lot's waiters
 // are such waiters, which the kernel cannot see: EINVAL here, once every
 // check the kernel makes before is passed; otherwise the kernel answers.
-__attribute__((noinline)) bool PiOnServedWord(long uaddr, int cmd, long utime, long* result) {
+__attribute__((noinline)) bool PiOnServedWord(long uaddr, int cmd, long utime,
+                                              long* result) {
   if (cmd == FUTEX_LOCK_PI || cmd == FUTEX_LOCK_PI2) {
     timespec ts;
     if (utime != 0 && !ReadTimeout(utime, &ts)) return false;
@@ -472,8 +477,10 @@ __attribute__((noinline)) bool PiOnServedWord(long uaddr, int cmd, long utime, l
 // FUTEX_CMP_REQUEUE_PI: past its argument checks and the compare, the
 // kernel fails with EINVAL on a waiter on uaddr that is not a
 // FUTEX_WAIT_REQUEUE_PI one (futex_proxy_trylock_atomic), as the lot's are.
-__attribute__((noinline)) bool RequeuePiOnServedWord(long uaddr, long nr_wake, long nr_requeue,
-                           long uaddr2, long cmpval, long* result) {
+__attribute__((noinline)) bool RequeuePiOnServedWord(long uaddr, long nr_wake,
+                                                     long nr_requeue,
+                                                     long uaddr2, long cmpval,
+                                                     long* result) {
   if (static_cast<int>(nr_wake) != 1 || static_cast<int>(nr_requeue) < 0 ||
       uaddr == uaddr2 || !WordOk(uaddr2) || !HasServedWaiters(uaddr)) {
     return false;
@@ -492,8 +499,6 @@ bool IsWake(int cmd) {
          cmd == FUTEX_WAKE_OP;
 }
 
-// Serves the call if it is one of ours with arguments the kernel accepts;
-// returns false (and *result untouched) to send it to the kernel.
 // The waiter's bitset of a FUTEX_WAIT or FUTEX_WAIT_BITSET the lot serves
 // (private; FUTEX_CLOCK_REALTIME with FUTEX_WAIT_BITSET only, the kernel's
 // ENOSYS on FUTEX_WAIT), else 0 (also the kernel's EINVAL for bitset 0).
@@ -505,6 +510,8 @@ bool IsWake(int cmd) {
   return 0;
 }
 
+// Serves the call if it is one of ours with arguments the kernel accepts;
+// returns false (and *result untouched) to send it to the kernel.
 bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
            long* result) {
   if ((op & FUTEX_PRIVATE_FLAG) == 0) return false;
