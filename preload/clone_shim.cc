@@ -28,8 +28,12 @@ extern "C" int parklot_serve_clone(int (*fn)(void*), void* stack, int flags,
   const bool vfork_child = shares_tls && (flags & CLONE_VFORK) != 0;
   const int depth = parklot_vfork_depth;
   if (vfork_child) parklot_vfork_depth = depth + 1;
-  const int rc = parklot::internal::preload::RealGlibc().clone(
+  int rc = parklot::internal::preload::RealGlibc().clone(
       fn, stack, flags, arg, parent_tid, tls, child_tid);
+  // Never a tail call: one would store child_tid back into the stack slot
+  // of the seventh argument, which is the caller's own memory when it
+  // passed fewer (at -O2 GCC did).
+  asm volatile("" : "+r"(rc));
   // The creator resumes once the child has exec'd or ended.
   if (vfork_child) parklot_vfork_depth = depth;
   return rc;

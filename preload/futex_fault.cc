@@ -85,9 +85,15 @@ namespace {
 // program's action, as the kernel would have run it.
 //
 // From Init() on, the kernel holds our handler for the two signals, with
-// the program's mask and flags (but SA_RESETHAND, which we honour: the
-// kernel's reset would give our own faults the default action), and the
-// program's handler and its SA_SIGINFO and SA_RESETHAND choices are kept
+// the program's mask and flags, but SA_RESETHAND, which we honour (the
+// kernel's reset would give our own faults the default action), and
+// SA_NODEFER, which we always set: the signal stays unblocked while the
+// handler runs, so that a served call made by another signal's handler
+// that interrupts it, and faults, reaches this handler again instead of
+// ending the process (the kernel's answer to a fault on a blocked
+// SIGSEGV). The program's handler still runs with the signal blocked
+// unless it asked for SA_NODEFER (OnFaultSignal blocks it). The program's
+// handler and its SA_SIGINFO, SA_RESETHAND and SA_NODEFER choices are kept
 // here. The shim's sigaction() and signal() family (signal_shim.cc) set and
 // read them through ProgramSigaction, which reads the rest back from the
 // kernel, so that the program sees the kernel's answer: the mask without
@@ -106,21 +112,24 @@ int FaultIndex(int sig) { return sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : -1; }
 // bits free.
 constexpr uintptr_t kSigInfoBit = uintptr_t{1} << 63;
 constexpr uintptr_t kResetBit = uintptr_t{1} << 62;
-constexpr uintptr_t kHandlerMask = ~(kSigInfoBit | kResetBit);
+constexpr uintptr_t kNoDeferBit = uintptr_t{1} << 61;
+constexpr uintptr_t kHandlerMask = ~(kSigInfoBit | kResetBit | kNoDeferBit);
 std::atomic<uintptr_t> g_program[2];
 
 uintptr_t ProgramWord(const struct sigaction& act) {
   return (reinterpret_cast<uintptr_t>(act.sa_handler) & kHandlerMask) |
          ((act.sa_flags & SA_SIGINFO) ? kSigInfoBit : 0) |
-         ((act.sa_flags & SA_RESETHAND) ? kResetBit : 0);
+         ((act.sa_flags & SA_RESETHAND) ? kResetBit : 0) |
+         ((act.sa_flags & SA_NODEFER) ? kNoDeferBit : 0);
 }
 
 // An action the kernel reported for our handler, as the program's `word`.
 void ShowProgramAction(struct sigaction* act, uintptr_t word) {
   act->sa_handler = reinterpret_cast<void (*)(int)>(word & kHandlerMask);
-  act->sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
+  act->sa_flags &= ~(SA_SIGINFO | SA_RESETHAND | SA_NODEFER);
   if (word & kSigInfoBit) act->sa_flags |= SA_SIGINFO;
   if (word & kResetBit) act->sa_flags |= SA_RESETHAND;
+  if (word & kNoDeferBit) act->sa_flags |= SA_NODEFER;
 }
 
 void OnFaultSignal(int sig, siginfo_t* info, void* context);
@@ -134,7 +143,7 @@ int SetProgramAction(int sig, const struct sigaction& act,
   const uintptr_t previous = g_program[index].exchange(ProgramWord(act));
   struct sigaction front = act;
   front.sa_sigaction = OnFaultSignal;
-  front.sa_flags = (act.sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+  front.sa_flags = (act.sa_flags & ~SA_RESETHAND) | SA_SIGINFO | SA_NODEFER;
   const int rc = g_kernel_sigaction(sig, &front, old);
   if (rc != 0) {
     g_program[index].store(previous);
@@ -194,6 +203,14 @@ void OnFaultSignal(int sig, siginfo_t* info, void* context) {
                   sig, 0, 0, 0);
     }
     return;
+  }
+  // The kernel did not block the signal (SA_NODEFER, above); the
+  // program's handler runs with it blocked, as the kernel would run it,
+  // unless it asked otherwise. sigreturn restores the interrupted mask.
+  if ((word & kNoDeferBit) == 0) {
+    const uint64_t block = uint64_t{1} << (sig - 1);
+    RawSyscall6(SYS_rt_sigprocmask, SIG_BLOCK,
+                reinterpret_cast<long>(&block), 0, sizeof block, 0, 0);
   }
   // As every program handler runs (signal_shim.cc).
   preload::RunProgramHandler(

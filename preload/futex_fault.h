@@ -48,7 +48,7 @@ namespace parklot::internal::futex {
   uint32_t v;
   asm goto("1:\tmovl (%1), %0\n\t" PARKLOT_USER_ACCESS("1b", "%l[fault]")
            : "=r"(v)
-           : "r"(addr)
+           : "r"(addr), "m"(*addr)
            :
            : fault);
   *out = v;

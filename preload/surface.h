@@ -147,7 +147,10 @@
 // parklot_serve_NAME with the forwarder's fixed parameters: on x86-64 a
 // variadic call passes its arguments as a fixed one does (registers, then
 // the stack), so the stub's jump reaches it with them in place, and it
-// reads them without va_arg's save area, as glibc's assembly does.
+// reads them without va_arg's save area, as glibc's assembly does. Such an
+// implementation must not end in a tail call passing a stack argument: the
+// compiler would store it into that slot, which is the caller's memory
+// when the caller passed fewer arguments (clone_shim.cc).
 #define PARKLOT_SERVE_DECL(ret, name, params, ...) \
   extern "C" ret name params __asm__("parklot_serve_" #name);
 #define PARKLOT_SERVE_DECL_V(ret, name, params, fparams, ...) \
