@@ -106,6 +106,17 @@ class TaskSlots {
     const size_t i = (p - first) / sizeof(Slot);
     return i < N ? i : N;
   }
+  // Whether `p` points into one of the entries (or its key word).
+  bool Contains(const void* p) const {
+    const uintptr_t first = reinterpret_cast<uintptr_t>(&slots_[0]);
+    return reinterpret_cast<uintptr_t>(p) - first < sizeof(slots_);
+  }
+  // The index of the entry `p` points into, or N.
+  size_t IndexContaining(const void* p) const {
+    if (!Contains(p)) return N;
+    return (reinterpret_cast<uintptr_t>(p) -
+            reinterpret_cast<uintptr_t>(&slots_[0])) / sizeof(Slot);
+  }
   // In a fork child: every entry free (the tasks that held them stayed in
   // the parent).
   void ResetAll() {

@@ -1,8 +1,8 @@
 // The shim's description of itself for debuggers (parklot_debug_info),
 // read by the gdb extension `info parklot` (tools/gdb/parklot_gdb.py) in a
 // live process or a core file, without the shim's debug information (an
-// installed shim is stripped): where a thread's parking record lies in its
-// TLS and the offsets of the record's fields, the way glibc describes its
+// installed shim is stripped): where a thread's data lies in its TLS, how
+// it leads to the thread's queue record, and the offsets of the fields, the way glibc describes its
 // thread descriptor to libthread_db (the _thread_db_* symbols). Read-only
 // for the program; one 64-byte object, written once at load.
 // docs/design.md §5.17.
@@ -18,14 +18,20 @@ namespace parklot::internal::preload {
 struct DebugInfo {
   uint32_t magic;    // 'PKLT'
   uint32_t version;  // of this layout; a reader refuses others
-  // The record's address minus the thread pointer (%fs_base), the same
-  // for every thread (static TLS); 0 until the shim's constructor ran.
-  int64_t record_tls_offset;
-  uint32_t record_size;
-  uint32_t key_offset;     // uintptr_t: the address the thread waits on
-  uint32_t parker_offset;  // uint32_t: kParkerQueued while queued
+  // The thread data's (ThreadData) address minus the thread pointer
+  // (%fs_base), the same for every thread (static TLS); 0 until the shim's
+  // constructor ran.
+  int64_t data_tls_offset;
+  // In the thread data: the address of the thread's queue record
+  // (ParkRecord); where it is 0, the record is the one at
+  // own_record_offset in the thread data (a thread that never parked
+  // reads as not queued there).
+  uint32_t record_pointer_offset;
+  uint32_t key_offset;     // in the record, uintptr_t: the address waited on
+  uint32_t parker_offset;  // in the record, uint32_t: kParkerQueued if queued
   uint32_t parker_queued;
-  uint32_t slot_offset;    // uint32_t: the owner id locks record
+  uint32_t slot_offset;    // in the thread data, uint32_t: the owner id
+                           // locks record
   // A mutex word the shim runs: locked bit, owner slot << shift.
   uint32_t mutex_locked_bit;
   uint32_t mutex_slot_shift;
@@ -36,10 +42,10 @@ struct DebugInfo {
   uint32_t rwlock_writer_bit;
   uint32_t rwlock_slot_shift;
   uint32_t rwlock_slot_bits;
-  // int64_t: CLOCK_REALTIME_COARSE ns at the thread's last queueing; 0 in
-  // builds before the field existed (reserved fields read 0).
+  // In the thread data, int64_t: CLOCK_REALTIME_COARSE ns at the thread's
+  // last queueing.
   uint32_t parked_since_offset;
-  uint32_t reserved;
+  uint32_t own_record_offset;  // in the thread data
 };
 static_assert(sizeof(DebugInfo) == 64, "one cache line, a fixed layout");
 
@@ -47,16 +53,20 @@ static_assert(sizeof(DebugInfo) == 64, "one cache line, a fixed layout");
 
 namespace {
 
-// Offsets within ThreadData: its members are plain fields and std::atomic
-// of trivial types, laid out as a standard-layout struct would be.
+// Offsets within ThreadData and ParkRecord: their members are plain fields
+// and std::atomic of trivial types, laid out as a standard-layout struct
+// would be.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
-constexpr uint32_t kKeyOffset = offsetof(parklot::internal::ThreadData, waiter) +
+using parklot::internal::ParkRecord;
+using parklot::internal::ThreadData;
+constexpr uint32_t kRecordPointerOffset = offsetof(ThreadData, record);
+constexpr uint32_t kOwnRecordOffset = offsetof(ThreadData, own_record);
+constexpr uint32_t kKeyOffset = offsetof(ParkRecord, waiter) +
                                 offsetof(parklot::internal::Waiter, key);
-constexpr uint32_t kParkerOffset = offsetof(parklot::internal::ThreadData, parker);
-constexpr uint32_t kSlotOffset = offsetof(parklot::internal::ThreadData, slot);
-constexpr uint32_t kParkedSinceOffset =
-    offsetof(parklot::internal::ThreadData, parked_since_ns);
+constexpr uint32_t kParkerOffset = offsetof(ParkRecord, parker);
+constexpr uint32_t kSlotOffset = offsetof(ThreadData, slot);
+constexpr uint32_t kParkedSinceOffset = offsetof(ThreadData, parked_since_ns);
 #pragma GCC diagnostic pop
 
 }  // namespace
@@ -65,9 +75,9 @@ extern "C" {
 __attribute__((visibility("default"), used))
 parklot::internal::preload::DebugInfo parklot_debug_info = {
         0x544c4b50,  // "PKLT" little-endian
-        1,
+        2,
         0,
-        sizeof(parklot::internal::ThreadData),
+        kRecordPointerOffset,
         kKeyOffset,
         kParkerOffset,
         parklot::internal::kParkerQueued,
@@ -79,7 +89,7 @@ parklot::internal::preload::DebugInfo parklot_debug_info = {
         static_cast<uint32_t>(__builtin_popcountll(
             parklot::internal::SharedMutexCore::kOwnerMask)),
         kParkedSinceOffset,
-        0,
+        kOwnRecordOffset,
 };
 }  // extern "C"
 
@@ -90,7 +100,7 @@ namespace {
 __attribute__((constructor)) void NoteRecordOffset() {
   uintptr_t tp;
   __asm__("movq %%fs:0, %0" : "=r"(tp));
-  parklot_debug_info.record_tls_offset = static_cast<int64_t>(
+  parklot_debug_info.data_tls_offset = static_cast<int64_t>(
       reinterpret_cast<uintptr_t>(&parklot::internal::t_data) - tp);
   parklot_debug_info.mutex_slot_shift = static_cast<uint32_t>(__builtin_ctz(
       parklot::internal::MutexCore::OwnerWord(1) & ~parklot::internal::MutexCore::kLocked));

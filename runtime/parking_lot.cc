@@ -16,9 +16,9 @@
 namespace parklot::internal {
 namespace {
 
-ThreadData* DataOf(Waiter* w) {
-  static_assert(offsetof(ThreadData, waiter) == 0, "Waiter leads ThreadData");
-  return reinterpret_cast<ThreadData*>(w);
+ParkRecord* RecordOf(Waiter* w) {
+  static_assert(offsetof(ParkRecord, waiter) == 0, "Waiter leads ParkRecord");
+  return reinterpret_cast<ParkRecord*>(w);
 }
 
 // Threads released under a bucket lock that still need a FUTEX_WAKE. Wakes
@@ -31,14 +31,14 @@ class WakeList {
   WakeList(const WakeList&) = delete;
   WakeList& operator=(const WakeList&) = delete;
 
-  // Releases `td` with `token`. `td` must be off every queue.
-  void Release(ThreadData* td, UnparkToken token) {
-    if (ReleaseParker(td, token)) Add(td);
+  // Releases `r` with `token`. `r` must be off every queue.
+  void Release(ParkRecord* r, UnparkToken token) {
+    if (ReleaseParker(r, token)) Add(r);
   }
-  // Queues the FUTEX_WAKE of `td`, released already and asleep.
-  void Add(ThreadData* td) {
+  // Queues the FUTEX_WAKE of `r`, released already and asleep.
+  void Add(ParkRecord* r) {
     if (n_ == kCapacity) Flush();
-    pending_[n_++] = td;
+    pending_[n_++] = r;
   }
   void Flush() {
     for (size_t i = 0; i < n_; ++i) WakeParker(pending_[i]);
@@ -51,7 +51,7 @@ class WakeList {
 
  private:
   static constexpr size_t kCapacity = 32;
-  ThreadData* pending_[kCapacity];
+  ParkRecord* pending_[kCapacity];
   size_t n_ = 0;
   bool saw_guest_ = false;
 };
@@ -85,7 +85,7 @@ inline void WakeOverflowSleepers() {
   }
 }
 
-// Unlinks every waiter on `key` for which `take(td, &stop)` returns true
+// Unlinks every waiter on `key` for which `take(r, &stop)` returns true
 // (scanning in queue order, highest priority first and FIFO among equals
 // (Bucket::Enqueue), stopping when it sets *stop) into a chain linked
 // through `next`, in that order, and returns the chain head. With `claim`
@@ -109,32 +109,31 @@ Waiter* TakeWaiters(Bucket* b, uintptr_t key, bool claim, Take take,
       w = next;
       continue;
     }
-    ThreadData* td = DataOf(w);
-    if (__builtin_expect(td->slot == kNoSlot, 0)) {
-      // A guest record (only guest records are unregistered).
+    ParkRecord* r = RecordOf(w);
+    if (__builtin_expect(IsGuestRecord(r), 0)) {
       wakes->NoteGuest();
-      if (GuestTaskDied(td)) {
+      if (GuestTaskDied(r)) {
         // Its task was killed while it waited: the kernel drops a dead
         // task from its futex queues, and so does this. The record, off
         // every queue now, waits for a claimer to reclaim it
         // (ReclaimDeadGuest).
         b->Remove(w, prev);
-        td->parker.store(0, std::memory_order_relaxed);
+        r->parker.store(0, std::memory_order_relaxed);
         w = next;
         continue;
       }
     }
     const bool away =
-        claim ? !ClaimParker(td)
-              : (td->parker.load(std::memory_order_relaxed) & kParkerAway) != 0;
+        claim ? !ClaimParker(r)
+              : (r->parker.load(std::memory_order_relaxed) & kParkerAway) != 0;
     if (away) {
       b->Remove(w, prev);
-      wakes->Release(td, kDefaultUnparkToken);
+      wakes->Release(r, kDefaultUnparkToken);
       w = next;
       continue;
     }
     bool stop = false;
-    if (take(td, &stop)) {
+    if (take(r, &stop)) {
       b->Remove(w, prev);
       if (chain_tail == nullptr) {
         chain_head = w;
@@ -147,7 +146,7 @@ Waiter* TakeWaiters(Bucket* b, uintptr_t key, bool claim, Take take,
       if (stop) break;
       continue;
     }
-    if (claim) td->parker.fetch_and(~kParkerClaimed, std::memory_order_relaxed);
+    if (claim) r->parker.fetch_and(~kParkerClaimed, std::memory_order_relaxed);
     if (stop) break;
     prev = w;
     w = next;
@@ -159,7 +158,7 @@ Waiter* TakeWaiters(Bucket* b, uintptr_t key, bool claim, Take take,
 // Up to kWakeSerialMax threads (parking_lot.h), the unparker wakes each
 // itself: a tree's extra hops cost the last waiter more than the serial
 // wakes do. Above it, the unparker wakes kWakeRoots threads, and every
-// woken thread wakes up to kWakeFanout more (ThreadData::wake_duty) before
+// woken thread wakes up to kWakeFanout more (ParkRecord::wake_duty) before
 // it returns from its park.
 constexpr size_t kWakeRoots = 2;
 
@@ -192,7 +191,7 @@ void ReleaseChain(Waiter* chain, size_t count, UnparkToken token,
     while (chain != nullptr) {
       // Once released the thread may park again and reuse `next`.
       Waiter* next = chain->next;
-      wakes->Release(DataOf(chain), token);
+      wakes->Release(RecordOf(chain), token);
       chain = next;
     }
     return;
@@ -200,7 +199,7 @@ void ReleaseChain(Waiter* chain, size_t count, UnparkToken token,
   // 16 bytes a frame, 384 in all: this may run on a signal handler's
   // stack (sem_post, a served FUTEX_WAKE).
   struct Frame {
-    ThreadData* td;  // nullptr: the unparker, parent of the roots
+    ParkRecord* r;  // nullptr: the unparker, parent of the roots
     uint32_t left;   // nodes of the subtree still to visit, below td
     uint16_t parts;  // children still to visit
     uint16_t duty;   // wake duty entries written so far
@@ -218,16 +217,16 @@ void ReleaseChain(Waiter* chain, size_t count, UnparkToken token,
     Frame& top = stack[depth - 1];
     if (top.left == 0) {
       --depth;
-      ThreadData* td = top.td;
-      if (td == nullptr) break;  // the unparker's frame: all released
-      td->wake_duty_count.store(top.duty, std::memory_order_relaxed);
-      if (!ReleaseParker(td, token)) continue;  // not asleep: no wake due
+      ParkRecord* r = top.r;
+      if (r == nullptr) break;  // the unparker's frame: all released
+      r->wake_duty_count.store(top.duty, std::memory_order_relaxed);
+      if (!ReleaseParker(r, token)) continue;  // not asleep: no wake due
       Frame& parent = stack[depth - 1];
-      if (parent.td == nullptr) {
-        wakes->Add(td);
+      if (parent.r == nullptr) {
+        wakes->Add(r);
       } else {
-        parent.td->wake_duty[parent.duty++].store(&td->parker,
-                                                  std::memory_order_relaxed);
+        parent.r->wake_duty[parent.duty++].store(&r->parker,
+                                                 std::memory_order_relaxed);
       }
       continue;
     }
@@ -238,17 +237,17 @@ void ReleaseChain(Waiter* chain, size_t count, UnparkToken token,
       // Out of stack: the unparker wakes this subtree itself.
       for (uint32_t i = 0; i < size; ++i) {
         Waiter* next = w->next;
-        wakes->Release(DataOf(w), token);
+        wakes->Release(RecordOf(w), token);
         w = next;
       }
       continue;
     }
-    ThreadData* td = DataOf(w);
-    // Read before td's release (which comes after its subtree's).
+    ParkRecord* r = RecordOf(w);
+    // Read before r's release (which comes after its subtree's).
     w = w->next;
     const uint32_t below = size - 1;
     stack[depth++] = {
-        td, below,
+        r, below,
         static_cast<uint16_t>(below < kWakeFanout ? below : kWakeFanout), 0};
   }
 }
@@ -262,8 +261,8 @@ Waiter* TakeUpTo(Bucket* b, uintptr_t key, bool claim, size_t limit,
   size_t taken = 0;
   return TakeWaiters(
       b, key, claim,
-      [&taken, limit, token_mask](ThreadData* td, bool* stop) {
-        if (token_mask != kAnyParkToken && (td->park_token & token_mask) == 0) {
+      [&taken, limit, token_mask](ParkRecord* r, bool* stop) {
+        if (token_mask != kAnyParkToken && (r->park_token & token_mask) == 0) {
           return false;
         }
         if (++taken >= limit) *stop = true;
@@ -293,7 +292,7 @@ void RequeueFirst(Bucket* bf, uintptr_t from, Bucket* bt, uintptr_t to,
                            count, wakes);
   while (chain != nullptr) {
     Waiter* next = chain->next;
-    if (retag) DataOf(chain)->park_token = kRequeuedParkToken;
+    if (retag) RecordOf(chain)->park_token = kRequeuedParkToken;
     chain->key.store(to, std::memory_order_relaxed);
     bt->Enqueue(chain);
     chain = next;
@@ -360,21 +359,21 @@ enum class Leave {
 // an unparker released the thread first (it does so under the same bucket
 // lock). A requeue may have moved the thread: its current key is the one
 // used.
-Leave LeaveQueue(ThreadData* td, BucketTable& table,
+Leave LeaveQueue(ParkRecord* r, BucketTable& table,
                  absl::FunctionRef<void(uintptr_t, bool)> left_queue) {
   BucketTable::ReadSection rs(table);
-  Bucket* b = table.LockWaiterBucket(&td->waiter);
-  if (td->parker.load(std::memory_order_acquire) == 0) {
+  Bucket* b = table.LockWaiterBucket(&r->waiter);
+  if (r->parker.load(std::memory_order_acquire) == 0) {
     BucketTable::UnlockBucket(b);
     // Released as part of a wake tree: wake this thread's share first.
-    RunWakeDuty(td);
+    RunWakeDuty(r);
     return Leave::kUnparkedFirst;
   }
-  const uintptr_t current = td->waiter.current_key();
+  const uintptr_t current = r->waiter.current_key();
   Waiter* prev = nullptr;
-  for (Waiter* w = b->head; w != &td->waiter; w = w->next) prev = w;
-  b->Remove(&td->waiter, prev);
-  td->parker.store(0, std::memory_order_relaxed);
+  for (Waiter* w = b->head; w != &r->waiter; w = w->next) prev = w;
+  b->Remove(&r->waiter, prev);
+  r->parker.store(0, std::memory_order_relaxed);
   left_queue(current, !b->HasKey(current, b->head));
   BucketTable::UnlockBucket(b);
   return Leave::kLeft;
@@ -474,12 +473,12 @@ void DeferUnpark(ThreadData* td, uintptr_t key, size_t count,
 
 }  // namespace
 
-bool EvictQueuedOwnRecord(ThreadData* td) {
+bool EvictQueuedOwnRecord(ParkRecord* r) {
   BucketTable& table = GlobalTable();
-  if (LeaveQueue(td, table, [](uintptr_t, bool) {}) == Leave::kUnparkedFirst) {
+  if (LeaveQueue(r, table, [](uintptr_t, bool) {}) == Leave::kUnparkedFirst) {
     return false;
   }
-  td->unpark_token = kDefaultUnparkToken;
+  r->unpark_token = kDefaultUnparkToken;
   return true;
 }
 
@@ -489,7 +488,7 @@ void InstallDeferredUnparkRunner() {
 
 namespace {
 
-// Park on the record `td`: the calling thread's own, or a guest record
+// Park on `td`'s record: the calling thread's own, or a guest record's
 // (NoteTlsSharingTask).
 ParkResult ParkOn(ThreadData* td, uintptr_t key,
                   absl::FunctionRef<bool()> validate,
@@ -497,16 +496,17 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
                   absl::FunctionRef<void(uintptr_t, bool)> left_queue,
                   ParkToken park_token, Deadline deadline) {
   BucketTable& table = GlobalTable();
+  ParkRecord* const r = td->Record();
   // Still queued: either a wait this thread left by siglongjmp, or the
   // wait of the code a signal handler interrupted (which this Park, run
   // from that handler, turns into a spurious wake-up). The token that code
   // will read is restored on the way out (RestoreToken).
-  EvictOwnRecord(td);
+  EvictOwnRecord(r);
   struct RestoreToken {
-    ThreadData* td;
+    ParkRecord* r;
     UnparkToken token;
-    ~RestoreToken() { td->unpark_token = token; }
-  } restore_token{td, td->unpark_token};
+    ~RestoreToken() { r->unpark_token = token; }
+  } restore_token{r, r->unpark_token};
   // Outside the bucket lock: in a process that uses real-time scheduling
   // it may ask the kernel (docs/design.md section 3.15).
   const uint8_t priority = QueuePriority(td);
@@ -518,11 +518,11 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
       td->counters.Bump(td->counters.invalid);
       return {ParkResult::kInvalid, 0};
     }
-    td->waiter.key.store(key, std::memory_order_relaxed);
-    td->waiter.priority = priority;
-    td->park_token = park_token;
-    td->parker.store(kParkerQueued, std::memory_order_relaxed);
-    b->Enqueue(&td->waiter);
+    r->waiter.key.store(key, std::memory_order_relaxed);
+    r->waiter.priority = priority;
+    r->park_token = park_token;
+    r->parker.store(kParkerQueued, std::memory_order_relaxed);
+    b->Enqueue(&r->waiter);
     BucketTable::UnlockBucket(b);
   }
   td->parked_since_ns = ClockNanos(CLOCK_REALTIME_COARSE);
@@ -532,6 +532,7 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
   // Runs only if thread cancellation unwinds the sleep (CancellationPoint).
   struct UnwindGuard {
     ThreadData* td;
+    ParkRecord* r;
     BucketTable& table;
     absl::FunctionRef<void(uintptr_t, bool)> left_queue;
     bool armed = true;
@@ -539,15 +540,15 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
       if (!armed) return;
       registry::SetState(td, ThreadState::kRunning);
       td->unwound_unparked =
-          LeaveQueue(td, table, left_queue) == Leave::kUnparkedFirst;
-      td->unwound_token = td->unpark_token;
+          LeaveQueue(r, table, left_queue) == Leave::kUnparkedFirst;
+      td->unwound_token = r->unpark_token;
     }
-  } guard{td, table, left_queue};
+  } guard{td, r, table, left_queue};
   const bool released = SleepOnParker(td, deadline);
   guard.armed = false;
   registry::SetState(td, ThreadState::kRunning);
   if (released) {
-    return {ParkResult::kUnparked, td->unpark_token, td->park_token};
+    return {ParkResult::kUnparked, r->unpark_token, r->park_token};
   }
 
   // Timed out (or interrupted): leave the queue unless an unparker dequeued
@@ -555,8 +556,8 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
   // requeue may have moved us to another key: the callback is told the
   // current one.
   const bool interrupted = td->interrupted;
-  if (LeaveQueue(td, table, left_queue) == Leave::kUnparkedFirst) {
-    return {ParkResult::kUnparked, td->unpark_token, td->park_token};
+  if (LeaveQueue(r, table, left_queue) == Leave::kUnparkedFirst) {
+    return {ParkResult::kUnparked, r->unpark_token, r->park_token};
   }
   if (interrupted) return {ParkResult::kInterrupted, 0};
   td->counters.Bump(td->counters.timeouts);
@@ -576,17 +577,18 @@ ThreadData* ReclaimDeadGuest(int32_t tid) {
       continue;
     }
     ThreadData* td = &guests.At(i);
+    ParkRecord* r = td->Record();
     bool won = false;
     {
       BucketTable::ReadSection rs(table);
-      Bucket* b = table.LockWaiterBucket(&td->waiter);
+      Bucket* b = table.LockWaiterBucket(&r->waiter);
       int32_t dead = word.load(std::memory_order_acquire);
       won = (dead & FUTEX_OWNER_DIED) != 0 &&
             word.compare_exchange_strong(dead, tid, std::memory_order_acquire);
-      if (won && td->parker.load(std::memory_order_relaxed) != 0) {
+      if (won && r->parker.load(std::memory_order_relaxed) != 0) {
         Waiter* prev = nullptr;
-        for (Waiter* w = b->head; w != &td->waiter; w = w->next) prev = w;
-        b->Remove(&td->waiter, prev);
+        for (Waiter* w = b->head; w != &r->waiter; w = w->next) prev = w;
+        b->Remove(&r->waiter, prev);
       }
       BucketTable::UnlockBucket(b);
     }
@@ -594,7 +596,7 @@ ThreadData* ReclaimDeadGuest(int32_t tid) {
     // A record released as its task died may carry a wake duty (none is
     // given to guest records, ReleaseChain; a FUTEX_WAKE too many is
     // harmless): run it rather than drop it.
-    RunWakeDuty(td);
+    RunWakeDuty(r);
     new (td) ThreadData();
     return td;
   }
@@ -721,7 +723,7 @@ UnparkResult UnparkOne(uintptr_t key,
       result.be_fair = Fair(b);
     }
     const UnparkToken token = callback(result);
-    if (w != nullptr) wakes->Release(DataOf(w), token);
+    if (w != nullptr) wakes->Release(RecordOf(w), token);
   });
   CountUnparks(self, result.unparked_threads);
   return result;
@@ -802,7 +804,7 @@ UnparkResult RequeueWith(
     result.have_more_threads = bf->HasKey(from, bf->head);
     if (wake != nullptr) result.be_fair = Fair(bf);
     const UnparkToken token = callback(op, result);
-    if (wake != nullptr) wakes->Release(DataOf(wake), token);
+    if (wake != nullptr) wakes->Release(RecordOf(wake), token);
   });
   CountUnparks(self, result.unparked_threads);
   return result;
@@ -835,8 +837,8 @@ UnparkResult UnparkFilter(
   WithBucket(key, [&](Bucket* b, WakeList* wakes) {
     Waiter* chain = TakeWaiters(
         b, key, /*claim=*/true,
-        [&](ThreadData* td, bool* stop) {
-          switch (filter(td->park_token)) {
+        [&](ParkRecord* r, bool* stop) {
+          switch (filter(r->park_token)) {
             case FilterOp::kUnpark:
               return true;
             case FilterOp::kSkip:
@@ -894,21 +896,22 @@ namespace {
 // TLS has the guest record it holds (nullptr: it is in no wait), never the
 // TLS owner's, which may be queued in a wait of its own that the handler
 // must not mark, and whose wake duty is the owner's to run.
-ThreadData* HandlerTaskRecord() {
+ParkRecord* HandlerTaskRecord() {
   if (__builtin_expect(TlsMayBeShared(), 0)) {
     if (const int32_t tid = ForeignTaskId(); tid != 0) {
-      return FindGuestData(tid);
+      ThreadData* guest = FindGuestData(tid);
+      return guest != nullptr ? guest->Record() : nullptr;
     }
   }
-  return t_registered ? &t_data : nullptr;
+  return t_registered ? t_data.Record() : nullptr;
 }
 }  // namespace
 
 void EnterSignalHandler(SignalHandlerScope* scope) {
   scope->marked = nullptr;
-  ThreadData* td = HandlerTaskRecord();
-  if (td == nullptr) return;
-  std::atomic<uint32_t>& parker = td->parker;
+  ParkRecord* r = HandlerTaskRecord();
+  if (r == nullptr) return;
+  std::atomic<uint32_t>& parker = r->parker;
   uint32_t v = parker.load(std::memory_order_acquire);
   for (;;) {
     // Not queued, or already marked by the handler this one interrupted.
@@ -916,7 +919,7 @@ void EnterSignalHandler(SignalHandlerScope* scope) {
       // Released (perhaps just now, while this waited out a claim) with a
       // wake duty not yet run, or run halfway: run it before the program's
       // handler, which may leave by siglongjmp and never come back to it.
-      RunWakeDuty(td);
+      RunWakeDuty(r);
       return;
     }
     if ((v & kParkerClaimed) != 0) {
@@ -929,7 +932,7 @@ void EnterSignalHandler(SignalHandlerScope* scope) {
     if (parker.compare_exchange_weak(v, v | kParkerAway,
                                      std::memory_order_acq_rel,
                                      std::memory_order_acquire)) {
-      scope->marked = td;
+      scope->marked = r;
       return;
     }
   }

@@ -297,9 +297,9 @@ PairResult UnparkPair(uintptr_t from, uintptr_t to,
 // owner's. Async-signal-safe; `scope` lives in the wrapper's frame. A
 // program that links the library and has a handler that may leave by
 // siglongjmp calls these itself.
-struct ThreadData;
+struct ParkRecord;
 struct SignalHandlerScope {
-  ThreadData* marked = nullptr;  // the record marked away, if any
+  ParkRecord* marked = nullptr;  // the record marked away, if any
 };
 void EnterSignalHandler(SignalHandlerScope* scope);
 void LeaveSignalHandler(const SignalHandlerScope& scope);

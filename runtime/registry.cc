@@ -31,8 +31,8 @@ struct Registry {
   std::atomic<size_t> live{0};
   // Parked threads, sharded by slot id: a park and its wake-up each add to
   // one shard, so threads in different shards never contend on a cache
-  // line (one shared counter was 1.3% of a futex_schbench profile, issue
-  // 10). A thread always uses the same shard, so no shard goes below 0.
+  // line (one shared counter was 1.3% of a futex_schbench profile). A
+  // thread always uses the same shard, so no shard goes below 0.
   struct alignas(64) Shard {
     std::atomic<size_t> n{0};
   };
@@ -49,13 +49,16 @@ struct Registry {
 alignas(Registry) unsigned char g_registry_storage[sizeof(Registry)];
 
 // A slot's entry in the states array: slot ids modulo kMaxSlots, with the
-// low 6 bits moved to the top, so that threads with consecutive ids (made
-// together, parking together) write to different cache lines (64 entries
-// to a line otherwise). A bijection on [0, kMaxSlots).
+// two 6-bit fields below bit 12 swapped, so that threads with consecutive
+// ids (made together, parking together) write to different cache lines (64
+// entries to a line otherwise) while 4,096 consecutive ids share one page
+// (one TLB entry for a park and its wake-up, where spreading the ids over
+// the whole array put each on a page of its own). A bijection on
+// [0, kMaxSlots).
 constexpr uint32_t StateIndex(uint32_t slot) {
-  static_assert(kMaxSlots == 1u << 20, "the rotation assumes 20 bits");
+  static_assert(kMaxSlots == 1u << 20, "ids fit the array");
   const uint32_t s = slot % kMaxSlots;
-  return ((s & 63u) << 14) | (s >> 6);
+  return (s & ~4095u) | ((s & 63u) << 6) | ((s >> 6) & 63u);
 }
 
 Registry& Reg() { return *reinterpret_cast<Registry*>(g_registry_storage); }
@@ -65,16 +68,20 @@ Registry& Reg() { return *reinterpret_cast<Registry*>(g_registry_storage); }
 std::atomic<uint8_t> g_states_storage[kMaxSlots];
 
 // The registry's per-index arrays: the live threads' data by registry
-// index (for the statistics snapshot and the fork child) and the free
-// stack of indices, in chunks of kChunkSlots indices. The first chunk is in
+// index (for the statistics snapshot and the fork child), their queue
+// records (ThreadData::record: dense, so that an unparker walking many
+// threads' records meets few pages; 64 bytes each, a cache line apiece, so
+// no two threads' records share one) and the free stack of indices, in
+// chunks of kChunkSlots indices. The first chunk is in
 // .bss (nothing to allocate, so nothing can fail at the lot's first use
 // when memory is short: docs/design.md section 6, invariant 7); the others are
 // mapped when fresh indices first reach them and stay mapped. Before, the whole
 // 2^20 of each was in .bss: 12 MiB of address space in every process, which a
 // small RLIMIT_AS (ulimit -v) could not spare. Only under Registry::lock (and
 // in the fork child, alone).
-constexpr uint32_t kChunkSlots = 1u << 14;
+constexpr uint32_t kChunkSlots = 1u << 12;
 struct IndexChunk {
+  ParkRecord records[kChunkSlots];
   std::atomic<ThreadData*> by_index[kChunkSlots];
   uint32_t free_stack[kChunkSlots];
 };
@@ -83,6 +90,9 @@ IndexChunk* g_chunks[kMaxSlots / kChunkSlots] = {&g_first_chunk};
 
 std::atomic<ThreadData*>& ByIndex(uint32_t i) {
   return g_chunks[i / kChunkSlots]->by_index[i % kChunkSlots];
+}
+ParkRecord& RecordAt(uint32_t i) {
+  return g_chunks[i / kChunkSlots]->records[i % kChunkSlots];
 }
 uint32_t& FreeStackAt(uint32_t pos) {
   return g_chunks[pos / kChunkSlots]->free_stack[pos % kChunkSlots];
@@ -127,9 +137,13 @@ void OnThreadExit(void*) {
   Registry& r = Reg();
   ThreadData* td = &t_data;
   if (td->exited) return;
-  // A wait left by siglongjmp may still have this thread queued; its TLS
-  // is about to be freed.
-  EvictOwnRecord(td);
+  // Parks from here on (later destructors, signal handlers) use own_record:
+  // the registry record goes to the next thread that takes this index.
+  ParkRecord* const mine = td->Record();
+  td->record = nullptr;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  // A wait left by siglongjmp may still have this thread queued.
+  EvictOwnRecord(mine);
   r.lock.Lock();
   AddCounters(&r.retired, td->counters);
   ByIndex(td->index).store(nullptr, std::memory_order_relaxed);
@@ -156,7 +170,7 @@ ThreadData* RegisterCurrentThread() {
   } else {
     const bool full = r.next_fresh >= kMaxSlots;
     r.lock.Unlock();
-    // Beyond the first 16,384 live threads, a chunk of 192 KiB; the
+    // Beyond the first 4,096 live threads, a chunk of 304 KiB; the
     // thread itself has just mapped a larger stack.
     if (full) {
       SayLine("parklot: more than %u live threads", kMaxSlots - 1);
@@ -167,6 +181,11 @@ ThreadData* RegisterCurrentThread() {
     abort();
   }
   td->index = index;
+  // The record's last owner left every queue before its index was freed
+  // (OnThreadExit); a FUTEX_WAKE it was still due may land here later, a
+  // spurious wake-up.
+  ParkRecord* rec = new (&RecordAt(index)) ParkRecord();
+  td->record = rec;
   BucketLock::CountInto(&td->counters.bucket_lock);
   ByIndex(index).store(td, std::memory_order_relaxed);
   // Under the lock: a load-compare-store outside it could let a smaller
@@ -286,10 +305,10 @@ void ResetInForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // The queues were emptied: a record this thread left behind (siglongjmp
   // out of a wait) is gone with them, and so are the threads a wake duty
   // would have woken.
-  t_data.parker.store(0, std::memory_order_relaxed);
+  t_data.Record()->parker.store(0, std::memory_order_relaxed);
   // The tasks that held guest records stayed in the parent.
   GuestRecords().ResetAll();
-  t_data.wake_duty_count.store(0, std::memory_order_relaxed);
+  t_data.Record()->wake_duty_count.store(0, std::memory_order_relaxed);
   for (auto& shard : r.parked) shard.n.store(0, std::memory_order_relaxed);
   // The forking thread may be parked itself (fork() from a signal handler
   // that runs on it): its state stays kParked, and its wake-up, when the

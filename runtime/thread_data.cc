@@ -20,7 +20,9 @@ namespace parklot::internal {
 // in the static TLS block; no __tls_get_addr, no allocation on first touch.
 constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadData t_data;
 constinit __attribute__((tls_model("initial-exec"))) thread_local bool t_registered;
-constinit std::atomic<void (*)(ThreadData*)> g_wake_duty_hook{nullptr};
+constinit std::atomic<void (*)(ParkRecord*)> g_wake_duty_hook{nullptr};
+// Guest records (GuestRecords).
+constinit GuestSlots g_guest_records;
 constinit std::atomic<uint32_t> g_sched_generation{0};
 namespace {
 
@@ -36,9 +38,6 @@ uint8_t OwnRealTimePriority() {
   return static_cast<uint8_t>(param.sched_priority > 255 ? 255
                                                          : param.sched_priority);
 }
-
-// Guest records (GuestRecords).
-constinit GuestSlots g_guests;
 
 // Each guest record's robust list (WatchGuestLife): a head whose
 // one entry names the record's key word, which holds the tid of the task
@@ -58,7 +57,7 @@ void InitGuestLives() {
     l.head.list.next = &l.entry;
     l.entry.next = &l.head.list;
     l.head.futex_offset =
-        reinterpret_cast<char*>(&g_guests.KeyAt(i)) -
+        reinterpret_cast<char*>(&g_guest_records.KeyAt(i)) -
         reinterpret_cast<char*>(&l.entry);
     l.head.list_op_pending = nullptr;
   }
@@ -82,13 +81,14 @@ void SharedTlsForkChild() {
   // guest record comes back to a sleep on it: released, as the lot's fork
   // step releases t_data (registry::ResetInForkChild; the queues are
   // emptied), never to be woken otherwise.
-  if (ThreadData* mine = g_guests.Find(g_forking_tid)) {
-    mine->unpark_token = 0;  // kDefaultUnparkToken (parking_lot.h)
-    mine->wake_duty_count.store(0, std::memory_order_relaxed);
-    mine->parker.store(0, std::memory_order_relaxed);
+  if (ThreadData* mine = g_guest_records.Find(g_forking_tid)) {
+    ParkRecord* r = mine->Record();
+    r->unpark_token = 0;  // kDefaultUnparkToken (parking_lot.h)
+    r->wake_duty_count.store(0, std::memory_order_relaxed);
+    r->parker.store(0, std::memory_order_relaxed);
   }
   // The tasks that held the others stayed in the parent.
-  g_guests.ResetAll();
+  g_guest_records.ResetAll();
 }
 
 constexpr ForkHandlers kSharedTlsForkStep{SharedTlsForkPrepare, nullptr,
@@ -116,10 +116,8 @@ void ReadStartupScheduling() {
       expected, 1, std::memory_order_release, std::memory_order_relaxed);
 }
 
-GuestSlots& GuestRecords() { return g_guests; }
-
 void ReleaseGuestData(ThreadData* td, int32_t tid) {
-  g_guests.Release(td, tid);
+  g_guest_records.Release(td, tid);
 }
 
 uint8_t RefreshQueuePriority(ThreadData* td, uint32_t generation) {
@@ -141,10 +139,11 @@ void SchedulingChanged(bool real_time) {
       g, next, std::memory_order_release, std::memory_order_relaxed));
 }
 
-bool GuestTaskDied(const ThreadData* td) {
-  const size_t i = g_guests.IndexOf(td);
+bool GuestTaskDied(const ParkRecord* r) {
+  // The guest whose own_record `r` is.
+  const size_t i = g_guest_records.IndexContaining(r);
   return i < kGuestRecords &&
-         (g_guests.KeyAt(i).load(std::memory_order_acquire) &
+         (g_guest_records.KeyAt(i).load(std::memory_order_acquire) &
           FUTEX_OWNER_DIED) != 0;
 }
 
@@ -168,7 +167,7 @@ void WatchGuestLife(size_t index) {
               sizeof(*mine), 0, 0, 0, 0);
 }
 
-ThreadData* FindGuestData(int32_t tid) { return g_guests.Find(tid); }
+ThreadData* FindGuestData(int32_t tid) { return g_guest_records.Find(tid); }
 
 // Async-cancel-safe: atomics and the futex system call only.
 __attribute__((noinline)) bool SleepOnParkerLoop(ThreadData* td,
@@ -189,70 +188,71 @@ bool SleepOnParker(ThreadData* td, const Deadline& deadline) {
   if (td->cancellation_point != 0) pthread_setcanceltype(cancel_type, nullptr);
   // Before anything else the released thread does: the threads it is to
   // wake wait on nothing but this.
-  if (released) RunWakeDuty(td);
+  if (released) RunWakeDuty(td->Record());
   return released;
 }
 
 bool SleepOnParkerLoop(ThreadData* td, const struct timespec* tsp, int op) {
+  std::atomic<uint32_t>& parker = td->Record()->parker;
   for (;;) {
-    uint32_t v = td->parker.load(std::memory_order_acquire);
+    uint32_t v = parker.load(std::memory_order_acquire);
     if (v == 0) return true;
     if ((v & kParkerAsleep) == 0) {
       // Tells unparkers to FUTEX_WAKE; fails if one (or a signal handler's
       // kParkerAway) changed the word meanwhile: look again.
-      if (!td->parker.compare_exchange_strong(v, v | kParkerAsleep,
-                                              std::memory_order_acquire)) {
+      if (!parker.compare_exchange_strong(v, v | kParkerAsleep,
+                                          std::memory_order_acquire)) {
         continue;
       }
       v |= kParkerAsleep;
     }
-    long rc = RawFutex(&td->parker, op, v, tsp, nullptr, FUTEX_BITSET_MATCH_ANY);
+    long rc = RawFutex(&parker, op, v, tsp, nullptr, FUTEX_BITSET_MATCH_ANY);
     if (rc == -ETIMEDOUT) {
-      return td->parker.load(std::memory_order_acquire) == 0;
+      return parker.load(std::memory_order_acquire) == 0;
     }
     if (rc == -EINTR && td->interruptible != 0) {
       // A handler ran and the kernel chose not to restart the sleep.
       td->interrupted = true;
-      return td->parker.load(std::memory_order_acquire) == 0;
+      return parker.load(std::memory_order_acquire) == 0;
     }
     // 0 (woken, maybe spuriously), -EAGAIN (the word changed), -EINTR
     // (a signal handler ran): re-check the word.
   }
 }
 
-bool ReleaseParker(ThreadData* td, uintptr_t token) {
-  td->unpark_token = token;
-  return (td->parker.exchange(0, std::memory_order_release) & kParkerAsleep) !=
+bool ReleaseParker(ParkRecord* r, uintptr_t token) {
+  r->unpark_token = token;
+  return (r->parker.exchange(0, std::memory_order_release) & kParkerAsleep) !=
          0;
 }
 
-bool ClaimParker(ThreadData* td) {
-  uint32_t v = td->parker.load(std::memory_order_relaxed);
+bool ClaimParker(ParkRecord* r) {
+  uint32_t v = r->parker.load(std::memory_order_relaxed);
   while ((v & kParkerAway) == 0) {
-    if (td->parker.compare_exchange_weak(v, v | kParkerClaimed,
-                                         std::memory_order_acq_rel,
-                                         std::memory_order_relaxed)) {
+    if (r->parker.compare_exchange_weak(v, v | kParkerClaimed,
+                                        std::memory_order_acq_rel,
+                                        std::memory_order_relaxed)) {
       return true;
     }
   }
   return false;
 }
 
-void WakeParker(ThreadData* td) { FutexWakePrivate(&td->parker, 1); }
+void WakeParker(ParkRecord* r) { FutexWakePrivate(&r->parker, 1); }
 
-void RunWakeDutySlow(ThreadData* td) {
-  const uint32_t n = td->wake_duty_count.load(std::memory_order_acquire);
+void RunWakeDutySlow(ParkRecord* r) {
+  const uint32_t n = r->wake_duty_count.load(std::memory_order_acquire);
   if (n == 0) return;
   if (auto* hook = g_wake_duty_hook.load(std::memory_order_relaxed)) {
-    hook(td);
+    hook(r);
   }
   for (uint32_t i = 0; i < n && i < kWakeFanout; ++i) {
-    FutexWakePrivate(td->wake_duty[i].load(std::memory_order_relaxed), 1);
+    FutexWakePrivate(r->wake_duty[i].load(std::memory_order_relaxed), 1);
   }
   // A handler that interrupted the loop above ran the whole duty itself
   // (and perhaps a new one, from a park inside it, which it also ran):
   // nothing is left either way.
-  td->wake_duty_count.store(0, std::memory_order_relaxed);
+  r->wake_duty_count.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace parklot::internal

@@ -75,20 +75,46 @@ struct DeferredUnpark {
 };
 inline constexpr size_t kDeferredUnparks = 16;
 
-// A thread's parking state. Lives in static TLS (no heap, no constructor);
-// set up at the thread's first use of the lot: its first park, unpark or
-// parklot lock operation (locks record their owner's slot).
-struct ThreadData {
+// A thread's queue record: the part of its parking state that unparkers
+// touch, one cache line. A registered thread's lives in the registry's
+// dense array, at the thread's registry index (registry.cc), not in its
+// TLS: an unparker that walks a queue of many threads then meets a few
+// pages, where records in each thread's TLS would each cost a TLB miss as
+// well as a cache miss (docs/design.md section 3.2). Guest records and
+// threads past their exit use the record inside their ThreadData
+// (ThreadData::own_record). The owner writes it outside a queue; while it
+// is queued, only under its bucket lock, except `parker` (atomic).
+struct alignas(64) ParkRecord {
   Waiter waiter;  // key and queue link, guarded by the bucket lock
   // The parker: kParker* bits. Unparkers set 0 under the bucket lock and
   // FUTEX_WAKE only if kParkerAsleep was set.
   std::atomic<uint32_t> parker{0};
+  std::atomic<uint32_t> wake_duty_count{0};  // entries of wake_duty
   uintptr_t park_token = 0;    // guarded by the bucket lock
+  uintptr_t unpark_token = 0;  // written before parker is released
+  // The wake duty (see kWakeFanout): the parker words of threads released
+  // together with this one that this one FUTEX_WAKEs once it finds itself
+  // released (RunWakeDuty). Written by the unparker while this thread is
+  // claimed, before its release (which publishes them); run and cleared by
+  // this thread or a signal handler on it. A wake may be issued twice (a
+  // handler that interrupts RunWakeDuty runs the whole duty again), which
+  // is harmless: a released thread only ever sees a spurious wake-up.
+  std::atomic<std::atomic<uint32_t>*> wake_duty[kWakeFanout] = {};
+};
+static_assert(sizeof(ParkRecord) == 64, "one cache line per record");
+
+// A thread's parking state. Lives in static TLS (no heap, no constructor);
+// set up at the thread's first use of the lot: its first park, unpark or
+// parklot lock operation (locks record their owner's slot).
+struct ThreadData {
+  // The thread's registry record (registry.cc), from its registration
+  // until its exit; nullptr before and after, and in a guest record: then
+  // Record() is own_record.
+  ParkRecord* record = nullptr;
   // When the thread last queued: CLOCK_REALTIME_COARSE in ns (a few ns per
   // park through the vDSO; a debugger's "waiting since", live and in a core
   // file, whose own time is wall-clock). Read only by debuggers.
   int64_t parked_since_ns = 0;
-  uintptr_t unpark_token = 0;  // written before parker is released
   uint32_t slot = kNoSlot;  // owner id, see kMaxSlotId
   uint32_t index = 0;       // dense registry index, reused after exit
   // Parks are POSIX cancellation points while this is non-zero (see
@@ -105,28 +131,27 @@ struct ThreadData {
   bool interrupted = false;
   // The thread's registry index was released at its exit (OnThreadExit);
   // its later lot use, from destructors that run after parklot's, keeps
-  // its slot id and never registers it again.
+  // its slot id and never registers it again, and parks on own_record.
   bool exited = false;
   // Unparks deferred by signal handlers (see UnparkUpTo); touched only by
   // this thread and its handlers. `deferred_overflow`: more distinct keys
   // than slots, so the runner wakes every parked thread instead.
   DeferredUnpark deferred[kDeferredUnparks];
   std::atomic<bool> deferred_overflow{false};
-  // The wake duty (see kWakeFanout): the parker words of threads released
-  // together with this one that this one FUTEX_WAKEs once it finds itself
-  // released (RunWakeDuty). Written by the unparker while this thread is
-  // claimed, before its release (which publishes them); run and cleared by
-  // this thread or a signal handler on it. A wake may be issued twice (a
-  // handler that interrupts RunWakeDuty runs the whole duty again), which
-  // is harmless: a released thread only ever sees a spurious wake-up.
-  std::atomic<std::atomic<uint32_t>*> wake_duty[kWakeFanout] = {};
-  std::atomic<uint32_t> wake_duty_count{0};
   // The thread's real-time priority as last read (QueuePriority), and the
   // scheduling generation it was read in (0: never). Touched only by this
   // thread and its handlers.
   uint32_t sched_generation = 0;
   uint8_t sched_priority = 0;
   ThreadCounters counters;
+  // The queue record of a guest and of a thread past its exit (`record`).
+  ParkRecord own_record;
+
+  // The record this thread (or guest task) parks on. Owner paths only.
+  ParkRecord* Record() {
+    ParkRecord* r = record;
+    return r != nullptr ? r : &own_record;
+  }
 };
 
 extern constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadData
@@ -134,14 +159,15 @@ extern constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadD
 extern constinit __attribute__((tls_model("initial-exec"))) thread_local bool
     t_registered;
 ThreadData* RegisterCurrentThread();
-// If `td` (the calling thread's) is still queued from a wait it left
-// without the lot's help (siglongjmp out of a signal handler), removes it,
-// released with kDefaultUnparkToken. Returns whether it did. Inline below
-// RunWakeDuty: every park asks, and almost never is the record queued.
-inline bool EvictOwnRecord(ThreadData* td);
+// If `r` (the calling thread's record, ThreadData::Record) is still queued
+// from a wait it left without the lot's help (siglongjmp out of a signal
+// handler), removes it, released with kDefaultUnparkToken. Returns whether
+// it did. Inline below RunWakeDuty: every park asks, and almost never is
+// the record queued.
+inline bool EvictOwnRecord(ParkRecord* r);
 // EvictOwnRecord once the record is found queued. Defined in
 // parking_lot.cc.
-bool EvictQueuedOwnRecord(ThreadData* td);
+bool EvictQueuedOwnRecord(ParkRecord* r);
 // Makes the table run the deferred-unpark runner at section exits (see
 // UnparkUpTo). Called once, when the lot is initialized.
 void InstallDeferredUnparkRunner();
@@ -150,7 +176,7 @@ void InstallDeferredUnparkRunner();
 // in .bss, each claimed for the kernel thread id of the task parking on it
 // (AcquireGuestData in parking_lot.cc) until ReleaseGuestData(td, tid). Not
 // registered (slot kNoSlot: no owner state, no counters that reach the
-// statistics). A record `tid` claimed before and never released (its park
+// statistics); each queues on its own_record. A record `tid` claimed before and never released (its park
 // left by siglongjmp) is found again as it was, perhaps still queued: Park
 // evicts it as it evicts a thread's own. A record's key word is the one
 // entry of its task's robust list (WatchGuestLife), so the kernel marks it
@@ -159,23 +185,29 @@ void InstallDeferredUnparkRunner();
 // record reclaims it (docs/design.md section 2.11).
 inline constexpr size_t kGuestRecords = 32;
 using GuestSlots = TaskSlots<ThreadData, kGuestRecords>;
-GuestSlots& GuestRecords();
+extern GuestSlots g_guest_records;
+inline GuestSlots& GuestRecords() { return g_guest_records; }
+// Whether queue record `r` is a guest record's (unparkers ask of every
+// waiter they take: two compares).
+inline bool IsGuestRecord(const ParkRecord* r) {
+  return GuestRecords().Contains(r);
+}
 void ReleaseGuestData(ThreadData* td, int32_t tid);
 // The guest record task `tid` holds (it is parking or parked), or nullptr.
 // Lock-free, async-signal-safe.
 ThreadData* FindGuestData(int32_t tid);
-// Whether `td` is a guest record whose task died holding it. Under the
-// lock of the bucket `td` is queued in (or of its key).
-bool GuestTaskDied(const ThreadData* td);
+// Whether `r` is a guest record whose task died holding it. Under the
+// lock of the bucket `r` is queued in (or of its key).
+bool GuestTaskDied(const ParkRecord* r);
 // Makes guest record `index`'s key word the calling task's robust list
 // (set_robust_list), unless the task has a robust list of its own (the
 // program's: left alone, and the task's death goes unseen). One or two
 // system calls; called once per claim.
 void WatchGuestLife(size_t index);
-// Tests only: called by RunWakeDuty with the thread's data, its duty
+// Tests only: called by RunWakeDuty with the thread's record, its duty
 // written, before it wakes anyone (a slow, forking or vanishing helper).
 // nullptr (the default) in every program.
-extern std::atomic<void (*)(ThreadData*)> g_wake_duty_hook;
+extern std::atomic<void (*)(ParkRecord*)> g_wake_duty_hook;
 
 // The calling thread's data, registered on first call (counts the thread as
 // live, gives it a slot, may grow the table). Must not be called inside a
@@ -183,8 +215,9 @@ extern std::atomic<void (*)(ThreadData*)> g_wake_duty_hook;
 // The first call per thread may allocate, outside the lot's own code:
 // glibc's pthread_setspecific callocs a second-level key block when the
 // program holds 32 or more keys; a table growth it triggers maps memory
-// (GlobalTable). The lot's own storage (ThreadData, the registry) is static
-// TLS and .bss.
+// (GlobalTable). The lot's own storage is static TLS (ThreadData) and .bss
+// (the registry and the first 4,096 queue records; later ones are mapped
+// as the registry grows, registry.cc).
 inline ThreadData* CurrentThreadData() {
   if (__builtin_expect(t_registered, 1)) return &t_data;
   return RegisterCurrentThread();
@@ -200,7 +233,7 @@ inline ThreadData* CurrentThreadDataIfAny() {
 // initial-exec TLS load after the first call.
 inline uint32_t CurrentSlot() { return CurrentThreadData()->slot; }
 
-// Sleeps until `td->parker` becomes 0 (returns true) or `deadline` passes
+// Sleeps until `td->Record()->parker` becomes 0 (returns true) or `deadline` passes
 // (returns false; the parker may still be 1). Retries on EINTR and spurious
 // wake-ups, except with td->interruptible set: then EINTR also returns
 // false, with td->interrupted set (it is cleared on entry). Called by the
@@ -211,42 +244,44 @@ inline uint32_t CurrentSlot() { return CurrentThreadData()->slot; }
 __attribute__((noinline)) bool SleepOnParker(ThreadData* td,
                                              const Deadline& deadline);
 
-// Marks `td` released and returns whether it needs a FUTEX_WAKE (it was
+// Marks `r` released and returns whether it needs a FUTEX_WAKE (it was
 // asleep in the kernel). Call under the bucket lock; after it the thread may
-// return from Park, so `td` must only be passed to WakeParker.
-bool ReleaseParker(ThreadData* td, uintptr_t token);
-// Under the bucket lock of the queue holding `td`: marks it claimed for a
+// return from Park, so `r` must only be passed to WakeParker.
+bool ReleaseParker(ParkRecord* r, uintptr_t token);
+// Under the bucket lock of the queue holding `r`: marks it claimed for a
 // wake-up, or returns false if a signal handler runs on it (kParkerAway),
 // which must then be evicted instead.
-bool ClaimParker(ThreadData* td);
-// FUTEX_WAKE on the parker word. Harmless if the thread has since moved on.
-void WakeParker(ThreadData* td);
-// Runs and clears `td`'s wake duty (ThreadData::wake_duty), if any: one
+bool ClaimParker(ParkRecord* r);
+// FUTEX_WAKE on the parker word. Harmless if the thread has since moved
+// on, or exited and its registry record went to another thread (a
+// spurious wake-up there).
+void WakeParker(ParkRecord* r);
+// Runs and clears `r`'s wake duty (ParkRecord::wake_duty), if any: one
 // FUTEX_WAKE per word, nothing else (async-signal-safe, no lock, never
-// touches the woken threads' memory). Called by the thread owning `td` at
+// touches the woken threads' memory). Called by the thread owning `r` at
 // every point where it finds itself released (SleepOnParker, LeaveQueue,
 // EvictOwnRecord) and by EnterSignalHandler, so that a handler that leaves
 // by siglongjmp cannot strand the threads it was to wake. The check is
 // inline: every park passes here, and almost none has a duty.
-void RunWakeDutySlow(ThreadData* td);
-inline void RunWakeDuty(ThreadData* td) {
+void RunWakeDutySlow(ParkRecord* r);
+inline void RunWakeDuty(ParkRecord* r) {
   // Acquire: pairs with the release by which this thread saw itself
   // released (the duty was written before it), also when a signal handler
   // runs this after its own acquire load of the parker.
-  if (td->wake_duty_count.load(std::memory_order_acquire) != 0) {
-    RunWakeDutySlow(td);
+  if (r->wake_duty_count.load(std::memory_order_acquire) != 0) {
+    RunWakeDutySlow(r);
   }
 }
 
-inline bool EvictOwnRecord(ThreadData* td) {
-  if (td->parker.load(std::memory_order_acquire) == 0) {
+inline bool EvictOwnRecord(ParkRecord* r) {
+  if (r->parker.load(std::memory_order_acquire) == 0) {
     // A wake duty still due here means the wait it came with was left
     // without the lot's help (siglongjmp from a handler the shim did not
     // wrap): run it now rather than never.
-    RunWakeDuty(td);
+    RunWakeDuty(r);
     return false;
   }
-  return EvictQueuedOwnRecord(td);
+  return EvictQueuedOwnRecord(r);
 }
 
 // Real-time queue order (docs/design.md section 3.15). A waiter queues

@@ -19,7 +19,7 @@ namespace parklot::internal::coretest {
 
 // What one Park call saw. Plain fields are written by the parking thread
 // and read after Join (thread join orders them).
-struct ParkRecord {
+struct ParkOutcome {
   ParkResult result{ParkResult::kInvalid, 0};
   int validate_calls = 0;
   int before_sleep_calls = 0;
@@ -52,8 +52,10 @@ class ParkedThread {
   // was released from it).
   bool enqueued() const { return enqueued_.load(std::memory_order_acquire); }
   bool done() const { return done_.load(std::memory_order_acquire); }
-  // The thread's parker state, published before it parks.
-  ThreadData* data() const { return data_.load(std::memory_order_acquire); }
+  // The thread's queue record (its parker word), published before it parks.
+  ParkRecord* data() const { return data_.load(std::memory_order_acquire); }
+  // The thread's slot id, published with data().
+  uint32_t slot() const { return slot_.load(std::memory_order_acquire); }
 
   // Waits (bounded, generously) until the thread is queued.
   bool AwaitEnqueued() {
@@ -65,7 +67,7 @@ class ParkedThread {
 
   pthread_t native_handle() { return thread_.native_handle(); }
 
-  const ParkRecord& Join() {
+  const ParkOutcome& Join() {
     if (thread_.joinable()) thread_.join();
     return record_;
   }
@@ -73,8 +75,9 @@ class ParkedThread {
  private:
   void Run() {
     // Register first so data() is available to tests that poke the parker.
-    data_.store(CurrentThreadData(), std::memory_order_release);
     record_.slot = CurrentSlot();
+    slot_.store(record_.slot, std::memory_order_relaxed);
+    data_.store(CurrentThreadData()->Record(), std::memory_order_release);
     record_.result = Park(
         key_,
         [this] {
@@ -100,10 +103,11 @@ class ParkedThread {
   const ParkToken token_;
   const Deadline deadline_;
   const bool ok_;
-  ParkRecord record_;
+  ParkOutcome record_;
   std::atomic<bool> enqueued_{false};
   std::atomic<bool> done_{false};
-  std::atomic<ThreadData*> data_{nullptr};
+  std::atomic<ParkRecord*> data_{nullptr};
+  std::atomic<uint32_t> slot_{0};
   std::thread thread_;
 };
 

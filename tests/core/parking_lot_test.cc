@@ -1031,9 +1031,9 @@ TEST(SignalHandlers, AwayWaiterGetsNoHandoffAndTheNextOneDoes) {
   ASSERT_EQ(sigaction(SIGUSR2, &sa, &old), 0);
   Slot s;
   std::atomic<int> stage{0};
-  std::atomic<ThreadData*> jumper_td{nullptr};
+  std::atomic<ParkRecord*> jumper_td{nullptr};
   std::thread jumper([&] {
-    jumper_td.store(CurrentThreadData());
+    jumper_td.store(CurrentThreadData()->Record());
     if (sigsetjmp(g_jump, 1) == 0) {
       stage.store(1);
       Park(KeyOf(&s), [] { return true; });
@@ -1048,7 +1048,7 @@ TEST(SignalHandlers, AwayWaiterGetsNoHandoffAndTheNextOneDoes) {
     EXPECT_EQ(jumper_td.load()->parker.load(), 0u);
   });
   ASSERT_TRUE(WaitFor([&] {
-    ThreadData* td = jumper_td.load();
+    ParkRecord* td = jumper_td.load();
     return td != nullptr && (td->parker.load() & kParkerAsleep) != 0;
   }));
   ASSERT_EQ(pthread_kill(jumper.native_handle(), SIGUSR2), 0);

@@ -100,7 +100,7 @@ TEST_F(Registry, StateFollowsParkAndUnpark) {
   int key;
   ParkedThread t(KeyOf(&key));
   ASSERT_TRUE(t.AwaitEnqueued());
-  const uint32_t slot = t.data()->slot;
+  const uint32_t slot = t.slot();
   // Published after before_sleep, so wait for it.
   ASSERT_TRUE(WaitFor(
       [&] { return registry::StateOf(slot) == ThreadState::kParked; }));
@@ -180,7 +180,7 @@ TEST_F(Registry, ManyParkedThreadsAllCountedAndReleased) {
   }
   std::set<uint32_t> slots;
   for (auto& t : threads) {
-    const uint32_t slot = t->data()->slot;
+    const uint32_t slot = t->slot();
     slots.insert(slot);
     ASSERT_TRUE(WaitFor(
         [&] { return registry::StateOf(slot) == ThreadState::kParked; }));
@@ -408,9 +408,10 @@ TEST_F(Registry, TenThousandShortLivedThreadsStayBounded) {
   }
 }
 
-// More live threads than the registry's first chunk of indices (16,384,
-// in .bss; the rest are mapped as fresh indices reach them): every thread
-// is registered with an index of its own, the statistics snapshot walks
+// More live threads than the registry's first chunks of indices (4,096 a
+// chunk, the first in .bss; the rest are mapped as fresh indices reach
+// them): every thread is registered with an index of its own, a thread
+// parks on a queue record in a mapped chunk, the statistics snapshot walks
 // them all, and once they have exited their indices are reused.
 TEST_F(Registry, MoreLiveThreadsThanTheFirstIndexChunk) {
   testing::Watchdog wd(kWatch, "MoreLiveThreadsThanTheFirstIndexChunk");
@@ -450,6 +451,16 @@ TEST_F(Registry, MoreLiveThreadsThanTheFirstIndexChunk) {
   EXPECT_EQ(registry::LiveThreads(), base_live_ + kThreads);
   EXPECT_GE(registry::HighestIndex(), static_cast<uint32_t>(kThreads));
   EXPECT_GE(GetStats().live_threads, base_live_ + kThreads);
+  {
+    // One more thread, whose fresh index and queue record lie in a mapped
+    // chunk, parks and is woken there.
+    int key;
+    ParkedThread t(KeyOf(&key));
+    ASSERT_TRUE(t.AwaitEnqueued());
+    EXPECT_GT(registry::HighestIndex(), static_cast<uint32_t>(kThreads));
+    EXPECT_EQ(UnparkAll(KeyOf(&key)), 1u);
+    EXPECT_TRUE(t.Join().result.unparked());
+  }
   gate.store(1, std::memory_order_release);
   FutexWakePrivate(&gate, INT32_MAX);
   for (pthread_t t : threads) ASSERT_EQ(pthread_join(t, nullptr), 0);

@@ -63,7 +63,7 @@ TEST(SpinBudgetFor, NoneForAParkedOwner) {
   int key;
   coretest::ParkedThread owner(KeyOf(&key));
   ASSERT_TRUE(owner.AwaitEnqueued());
-  const uint32_t slot = owner.data()->slot;
+  const uint32_t slot = owner.slot();
   ASSERT_TRUE(coretest::WaitFor(
       [&] { return registry::StateOf(slot) == ThreadState::kParked; }));
   // A parked owner gets no spin at all, not even the probe.

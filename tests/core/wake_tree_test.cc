@@ -65,7 +65,7 @@ TEST(WakeTreeConfig, RunsOnOneBucketTable) {
 // What the test hook saw: every duty run, with the words it named.
 struct DutyLog {
   std::mutex mu;
-  std::vector<ThreadData*> runners;
+  std::vector<ParkRecord*> runners;
   std::vector<const std::atomic<uint32_t>*> named;
   void Clear() {
     std::lock_guard<std::mutex> l(mu);
@@ -75,7 +75,7 @@ struct DutyLog {
 };
 DutyLog g_log;
 
-void LogDuty(ThreadData* td) {
+void LogDuty(ParkRecord* td) {
   const uint32_t n = td->wake_duty_count.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> l(g_log.mu);
   g_log.runners.push_back(td);
@@ -87,7 +87,7 @@ void LogDuty(ThreadData* td) {
 // Installs `hook` for the scope.
 class HookScope {
  public:
-  explicit HookScope(void (*hook)(ThreadData*)) {
+  explicit HookScope(void (*hook)(ParkRecord*)) {
     internal::g_wake_duty_hook.store(hook);
   }
   ~HookScope() { internal::g_wake_duty_hook.store(nullptr); }
@@ -101,7 +101,7 @@ class Herd {
       : n_(n), tds_(n), results_(n) {
     for (int i = 0; i < n; ++i) {
       threads_.emplace_back([this, i, key, deadline] {
-        tds_[i].store(CurrentThreadData(), std::memory_order_release);
+        tds_[i].store(CurrentThreadData()->Record(), std::memory_order_release);
         const ParkResult r =
             Park(key, [] { return true; }, [] {}, [](uintptr_t, bool) {},
                  static_cast<ParkToken>(i), deadline);
@@ -119,7 +119,7 @@ class Herd {
   bool AwaitAsleep() {
     return WaitFor([this] {
       for (auto& td : tds_) {
-        ThreadData* d = td.load(std::memory_order_acquire);
+        ParkRecord* d = td.load(std::memory_order_acquire);
         if (d == nullptr ||
             (d->parker.load(std::memory_order_acquire) & kParkerAsleep) == 0) {
           return false;
@@ -133,12 +133,12 @@ class Herd {
   }
   int done() const { return done_.load(std::memory_order_acquire); }
   const ParkResult& result(int i) const { return results_[i]; }
-  ThreadData* td(int i) const { return tds_[i].load(); }
+  ParkRecord* td(int i) const { return tds_[i].load(); }
   int size() const { return n_; }
 
  private:
   int n_;
-  std::vector<std::atomic<ThreadData*>> tds_;
+  std::vector<std::atomic<ParkRecord*>> tds_;
   std::vector<ParkResult> results_;
   std::atomic<int> done_{0};
   std::vector<SmallThread> threads_;
@@ -154,7 +154,7 @@ struct alignas(64) Slot {
 void ExpectOneWakeEach(const Herd& h, const std::vector<int>& batch) {
   std::lock_guard<std::mutex> l(g_log.mu);
   std::set<const std::atomic<uint32_t>*> parkers;
-  std::set<ThreadData*> members;
+  std::set<ParkRecord*> members;
   for (int i : batch) {
     parkers.insert(&h.td(i)->parker);
     members.insert(h.td(i));
@@ -166,7 +166,7 @@ void ExpectOneWakeEach(const Herd& h, const std::vector<int>& batch) {
     EXPECT_EQ(named.count(w), 1u) << "a thread named in two duties";
     EXPECT_EQ(parkers.count(w), 1u) << "a duty names a thread outside";
   }
-  for (ThreadData* r : g_log.runners) {
+  for (ParkRecord* r : g_log.runners) {
     EXPECT_EQ(members.count(r), 1u) << "a duty ran outside the batch";
   }
 }
@@ -496,7 +496,7 @@ TEST(WakeTree, ManyKeysRandomDelaysAndHandlers) {
 // priority): the threads below it wait for it, but nothing is lost, and the
 // threads of the other subtree do not wait.
 std::atomic<int> g_slow_calls{0};
-void SlowFirstHelper(ThreadData*) {
+void SlowFirstHelper(ParkRecord*) {
   if (g_slow_calls.fetch_add(1) == 0) absl::SleepFor(absl::Milliseconds(300));
 }
 
@@ -537,7 +537,7 @@ void JumpHandler(int) {
   }
   siglongjmp(t_jump, 1);
 }
-void JumpFromFirstHelper(ThreadData*) {
+void JumpFromFirstHelper(ParkRecord*) {
   // Only the designated thread jumps, once, and never from the duty its
   // own handler runs.
   if (t_jumper && g_jumps.fetch_add(1) == 0) raise(SIGUSR2);
@@ -557,11 +557,11 @@ void RunJumpingHelper(bool wrapped) {
   // again, invalidly, after a pause, which runs any duty left.
   std::atomic<int> returned{0}, jumped{0};
   std::atomic<bool> release_jumpers{false};
-  std::vector<std::atomic<ThreadData*>> tds(n);
+  std::vector<std::atomic<ParkRecord*>> tds(n);
   std::vector<SmallThread> threads;
   for (int i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
-      tds[i].store(CurrentThreadData());
+      tds[i].store(CurrentThreadData()->Record());
       t_jumper = true;
       if (sigsetjmp(t_jump, 1) == 0) {
         Park(KeyOf(&s), [] { return true; });
@@ -578,7 +578,7 @@ void RunJumpingHelper(bool wrapped) {
   }
   ASSERT_TRUE(WaitFor([&] {
     for (auto& td : tds) {
-      ThreadData* d = td.load();
+      ParkRecord* d = td.load();
       if (d == nullptr || (d->parker.load() & kParkerAsleep) == 0) return false;
     }
     return true;
@@ -614,7 +614,7 @@ TEST(WakeTree, HelperLeavesBySiglongjmpUnwrapped) {
 // normally; the parent's tree completes.
 std::atomic<pid_t> g_child{0};
 std::atomic<bool> g_forked{false};
-void ForkInFirstHelper(ThreadData*) {
+void ForkInFirstHelper(ParkRecord*) {
   // One helper forks. (Two at once would be fine for glibc, which holds
   // its atfork lock from the prepare handlers to the parent ones, but
   // TSan cannot see that lock and reports runtime/fork.cc's steps.)

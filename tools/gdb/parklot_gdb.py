@@ -7,9 +7,9 @@
 #   gdb PROGRAM CORE -ex 'source .../parklot_gdb.py' -ex 'info parklot'
 #
 # It needs no debug information of the shim or of the program: the shim
-# exports `parklot_debug_info`, which says where each thread's parking
-# record lies in its TLS and how the record is laid out (docs/design.md
-# §5.17), and each thread's TLS is found from its %fs_base. Holders: a
+# exports `parklot_debug_info`, which says where each thread's data lies in
+# its TLS, how it leads to the thread's queue record, and how both are laid
+# out (docs/design.md §5.17); each thread's TLS is found from its %fs_base. Holders: a
 # mutex the shim runs keeps its holder's registry slot in its lock word and
 # the holder's thread id in glibc's __owner, a write-locked rwlock its
 # writer's slot in its word and the id in glibc's __cur_writer; both must
@@ -26,7 +26,7 @@ import time
 import gdb
 
 _MAGIC = 0x544C4B50
-_VERSION = 1
+_VERSION = 2
 _LAYOUT = "<IIqIIIIIIIIII2I"  # parklot_debug_info, 64 bytes
 
 
@@ -53,11 +53,11 @@ def _debug_info():
         return None
     f = struct.unpack(_LAYOUT, _read(addr, 64))
     info = {
-        "magic": f[0], "version": f[1], "tls_offset": f[2], "size": f[3],
+        "magic": f[0], "version": f[1], "tls_offset": f[2], "record_ptr": f[3],
         "key": f[4], "parker": f[5], "queued": f[6], "slot": f[7],
         "locked": f[8], "slot_shift": f[9],
         "writer": f[10], "rw_shift": f[11], "rw_bits": f[12],
-        "since": f[13],  # 0: a shim that keeps no park time
+        "since": f[13], "own_record": f[14],
     }
     if info["magic"] != _MAGIC:
         raise gdb.GdbError("parklot: parklot_debug_info has a bad magic number")
@@ -89,12 +89,15 @@ class _Record:
     def __init__(self, thread, info):
         self.thread = thread
         fs_base = int(gdb.parse_and_eval("(unsigned long)$fs_base"))
-        rec = fs_base + info["tls_offset"]
+        data = fs_base + info["tls_offset"]
+        # The thread's queue record: in the registry while the thread is
+        # registered, else in its thread data.
+        rec = _u64(data + info["record_ptr"]) or data + info["own_record"]
         self.parker = _u32(rec + info["parker"])
         self.key = _u64(rec + info["key"])
-        self.slot = _u32(rec + info["slot"])
+        self.slot = _u32(data + info["slot"])
         self.queued = (self.parker & info["queued"]) != 0
-        self.since_ns = _u64(rec + info["since"]) if info["since"] else 0
+        self.since_ns = _u64(data + info["since"])
 
     def name(self):
         return "Thread %d (LWP %d)" % (self.thread.num, self.thread.ptid[1])
