@@ -2,9 +2,10 @@
 // read by the gdb extension `info parklot` (tools/gdb/parklot_gdb.py) in a
 // live process or a core file, without the shim's debug information (an
 // installed shim is stripped): where a thread's data lies in its TLS, how
-// it leads to the thread's queue record, and the offsets of the fields, the way glibc describes its
-// thread descriptor to libthread_db (the _thread_db_* symbols). Read-only
-// for the program; one 64-byte object, written once at load.
+// it leads to its queue record, and the offsets of the fields, the way
+// glibc describes its thread descriptor to libthread_db (the _thread_db_*
+// symbols). Read-only for the program; one 64-byte object, written once at
+// load.
 // docs/design.md §5.17.
 #include <stddef.h>
 #include <stdint.h>
@@ -37,7 +38,7 @@ struct DebugInfo {
   uint32_t mutex_slot_shift;
   // An rwlock word the shim runs (64 bits): writer bits, writer's slot <<
   // shift, in a field of so many bits. (The slot moved from the low to the
-  // high half in this layout version: a reader of the low half finds slot
+  // high half in layout version 1: a reader of the low half finds slot
   // 0, no holder, never a wrong one.)
   uint32_t rwlock_writer_bit;
   uint32_t rwlock_slot_shift;

@@ -199,8 +199,8 @@ void ReleaseChain(Waiter* chain, size_t count, UnparkToken token,
   // 16 bytes a frame, 384 in all: this may run on a signal handler's
   // stack (sem_post, a served FUTEX_WAKE).
   struct Frame {
-    ParkRecord* r;  // nullptr: the unparker, parent of the roots
-    uint32_t left;   // nodes of the subtree still to visit, below td
+    ParkRecord* r;   // nullptr: the unparker, parent of the roots
+    uint32_t left;   // nodes of the subtree still to visit, below r
     uint16_t parts;  // children still to visit
     uint16_t duty;   // wake duty entries written so far
   };
@@ -544,7 +544,7 @@ ParkResult ParkOn(ThreadData* td, uintptr_t key,
       td->unwound_token = r->unpark_token;
     }
   } guard{td, r, table, left_queue};
-  const bool released = SleepOnParker(td, deadline);
+  const bool released = SleepOnParker(td, r, deadline);
   guard.armed = false;
   registry::SetState(td, ThreadState::kRunning);
   if (released) {

@@ -176,7 +176,7 @@ enum class RequeueOp {
 };
 
 // The park token kRequeueAllRetagged gives the threads it moves: a thread
-// that finds it in ThreadData::park_token after its park knows it was
+// that finds it in ParkRecord::park_token after its park knows it was
 // moved as one of a crowd (CondVar: the first of a broadcast's crowd that
 // the mutex's unlock wakes wakes the rest, sync/condvar.cc).
 inline constexpr ParkToken kRequeuedParkToken = ~(~ParkToken{0} >> 1);

@@ -304,11 +304,18 @@ void ResetInForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   r.live.store(mine != 0 ? 1 : 0, std::memory_order_relaxed);
   // The queues were emptied: a record this thread left behind (siglongjmp
   // out of a wait) is gone with them, and so are the threads a wake duty
-  // would have woken.
-  t_data.Record()->parker.store(0, std::memory_order_relaxed);
+  // would have woken. Both of its records: the registry record, and
+  // own_record, which it may be on already (a fork from a handler that
+  // interrupted OnThreadExit before the registry record was evicted).
+  ParkRecord* const records[] = {&t_data.own_record,
+                                 mine != 0 ? &RecordAt(mine) : nullptr};
+  for (ParkRecord* rec : records) {
+    if (rec == nullptr) continue;
+    rec->parker.store(0, std::memory_order_relaxed);
+    rec->wake_duty_count.store(0, std::memory_order_relaxed);
+  }
   // The tasks that held guest records stayed in the parent.
   GuestRecords().ResetAll();
-  t_data.Record()->wake_duty_count.store(0, std::memory_order_relaxed);
   for (auto& shard : r.parked) shard.n.store(0, std::memory_order_relaxed);
   // The forking thread may be parked itself (fork() from a signal handler
   // that runs on it): its state stays kParked, and its wake-up, when the

@@ -171,10 +171,11 @@ ThreadData* FindGuestData(int32_t tid) { return g_guest_records.Find(tid); }
 
 // Async-cancel-safe: atomics and the futex system call only.
 __attribute__((noinline)) bool SleepOnParkerLoop(ThreadData* td,
+                                                 ParkRecord* r,
                                                  const struct timespec* tsp,
                                                  int op);
 
-bool SleepOnParker(ThreadData* td, const Deadline& deadline) {
+bool SleepOnParker(ThreadData* td, ParkRecord* r, const Deadline& deadline) {
   td->interrupted = false;
   struct timespec ts;
   int op;
@@ -184,16 +185,17 @@ bool SleepOnParker(ThreadData* td, const Deadline& deadline) {
     // Acts at once on a pending cancel: the thread unwinds from here.
     pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &cancel_type);
   }
-  const bool released = SleepOnParkerLoop(td, tsp, op);
+  const bool released = SleepOnParkerLoop(td, r, tsp, op);
   if (td->cancellation_point != 0) pthread_setcanceltype(cancel_type, nullptr);
   // Before anything else the released thread does: the threads it is to
   // wake wait on nothing but this.
-  if (released) RunWakeDuty(td->Record());
+  if (released) RunWakeDuty(r);
   return released;
 }
 
-bool SleepOnParkerLoop(ThreadData* td, const struct timespec* tsp, int op) {
-  std::atomic<uint32_t>& parker = td->Record()->parker;
+bool SleepOnParkerLoop(ThreadData* td, ParkRecord* r,
+                       const struct timespec* tsp, int op) {
+  std::atomic<uint32_t>& parker = r->parker;
   for (;;) {
     uint32_t v = parker.load(std::memory_order_acquire);
     if (v == 0) return true;

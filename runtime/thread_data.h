@@ -1,10 +1,12 @@
-// Per-thread state of the parking lot: ThreadData, its parker, the guest
-// records of tasks on a shared TLS, and the real-time queue priority. The
+// Per-thread state of the parking lot: ThreadData, its queue record
+// (ParkRecord) and parker, the guest records of tasks on a shared TLS, and
+// the real-time queue priority. The
 // registry that numbers threads is runtime/registry.h; the table and the
 // lot's start-up, runtime/global_table.h.
 //
-// Thread-safety: a ThreadData is written by its own thread, except for the
-// fields documented as guarded by a bucket lock.
+// Thread-safety: a ThreadData is written by its own thread (and its signal
+// handlers); a ParkRecord by its owner while it is in no queue and, while
+// it is queued, under that queue's bucket lock, its parker word atomically.
 #ifndef PARKLOT_RUNTIME_THREAD_DATA_H_
 #define PARKLOT_RUNTIME_THREAD_DATA_H_
 
@@ -59,11 +61,10 @@ inline constexpr uint32_t kParkerAway = 8;
 // The wake tree (runtime/parking_lot.cc ReleaseChain, docs/design.md
 // section 3.3): when one unpark releases many threads (more than 32), the
 // unparker issues the FUTEX_WAKEs of only the first two, and every thread
-// woken that way
-// wakes up to kWakeFanout others before it returns from its park. The
-// parker words a thread must wake are its wake duty, written into its
-// ThreadData by the unparker, under the bucket lock, before the thread's
-// release.
+// woken that way wakes up to kWakeFanout others before it returns from its
+// park. The parker words a thread must wake are its wake duty, written into
+// its ParkRecord by the unparker, under the bucket lock, before the
+// thread's release.
 inline constexpr size_t kWakeFanout = 2;
 
 // An unpark that a signal handler asked for while its thread was inside a
@@ -233,15 +234,17 @@ inline ThreadData* CurrentThreadDataIfAny() {
 // initial-exec TLS load after the first call.
 inline uint32_t CurrentSlot() { return CurrentThreadData()->slot; }
 
-// Sleeps until `td->Record()->parker` becomes 0 (returns true) or `deadline` passes
-// (returns false; the parker may still be 1). Retries on EINTR and spurious
-// wake-ups, except with td->interruptible set: then EINTR also returns
-// false, with td->interrupted set (it is cleared on entry). Called by the
+// Sleeps until `r->parker` becomes 0 (returns true) or `deadline` passes
+// (returns false; the parker may still be 1). `r` is the record the park
+// queued (td->Record() when it began: a whole park stays on one record).
+// Retries on EINTR and spurious wake-ups, except with td->interruptible
+// set: then EINTR also returns false, with td->interrupted set (it is
+// cleared on entry). Called by the
 // owning thread only. With td->cancellation_point set, the sleep runs in
 // asynchronous cancellation mode, so pthread_cancel unwinds out of it; it
 // must stay out of line and free of cleanups, so that unwinding from any of
 // its instructions finds no landing pad to miss.
-__attribute__((noinline)) bool SleepOnParker(ThreadData* td,
+__attribute__((noinline)) bool SleepOnParker(ThreadData* td, ParkRecord* r,
                                              const Deadline& deadline);
 
 // Marks `r` released and returns whether it needs a FUTEX_WAKE (it was

@@ -1156,5 +1156,40 @@ TEST(QueueOrder, RealTimeWaitersByPriorityAlsoAfterARequeue) {
   for (auto& t : threads) EXPECT_TRUE(t->Join().unparked());
 }
 
+// A park stays on the record it queued from enqueue to wake-up, even if
+// the thread's record changes meanwhile (a task sharing its TLS registering
+// it at that moment: docs/design.md section 2.11). It slept on the record
+// it read afresh, so a zeroed one made Park return at once, unparked by no
+// one, with its queued record left behind.
+TEST(ParkRecords, AParkStaysOnTheRecordItQueued) {
+  Watchdog wd(kWatch, "AParkStaysOnTheRecordItQueued");
+  Slot s;
+  ParkRecord decoy;  // released (parker 0), in no queue
+  std::atomic<bool> returned{false};
+  ParkResult result{ParkResult::kInvalid, 0};
+  std::thread t([&] {
+    ThreadData* td = CurrentThreadData();
+    ParkRecord* const mine = td->record;
+    result = Park(
+        KeyOf(&s), [] { return true; }, [&] { td->record = &decoy; },
+        [](uintptr_t, bool) {}, kDefaultParkToken, Deadline::Never());
+    td->record = mine;
+    returned.store(true, std::memory_order_release);
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(returned.load(std::memory_order_acquire))
+      << "Park returned though no one unparked it";
+  size_t woken = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    woken += UnparkOne(KeyOf(&s), [](UnparkResult) { return UnparkToken{5}; })
+                 .unparked_threads;
+    return woken != 0;
+  }));
+  t.join();
+  EXPECT_EQ(woken, 1u);
+  EXPECT_TRUE(result.unparked());
+  EXPECT_EQ(result.token, 5u);
+}
+
 }  // namespace
 }  // namespace parklot::internal

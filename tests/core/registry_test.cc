@@ -165,6 +165,39 @@ TEST_F(Registry, ForkFromAHandlerOnAParkedThreadKeepsTheCountInRange) {
   sigaction(SIGUSR1, &old, nullptr);
 }
 
+// fork() in the window of a thread's exit hook where the thread has moved
+// to its own_record but its registry record, left queued by a wait it
+// left by siglongjmp, is not yet evicted (a signal handler forking there):
+// the child's queues are empty, so both records must be reset, or the
+// hook's eviction, resumed in the child, walks an empty queue for a record
+// it believes queued. The window is made here by hand: the registry
+// record's parker says queued, and the thread is on its own_record.
+TEST_F(Registry, ForkChildResetsBothRecordsOfAThreadInItsExitWindow) {
+  testing::Watchdog wd(kWatch, "ForkChildResetsBothRecords");
+  int child_status = -1;
+  std::thread([&] {
+    ThreadData* td = CurrentThreadData();
+    ParkRecord* const registry_record = td->record;
+    ASSERT_NE(registry_record, nullptr);
+    registry_record->parker.store(kParkerQueued, std::memory_order_relaxed);
+    td->record = nullptr;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      _exit(registry_record->parker.load(std::memory_order_relaxed) == 0 &&
+                    td->own_record.parker.load(std::memory_order_relaxed) == 0
+                ? 0
+                : 1);
+    }
+    // The parent: back as it was before the thread exits.
+    td->record = registry_record;
+    registry_record->parker.store(0, std::memory_order_relaxed);
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(waitpid(pid, &child_status, 0), pid);
+  }).join();
+  EXPECT_TRUE(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0)
+      << child_status;
+}
+
 // Parked threads with consecutive slot ids (their states share no cache
 // line, and their counts fall in different shards of ParkedThreads): each
 // is seen parked, the total counts every one, and all return to running.
