@@ -116,34 +116,40 @@ struct ThreadData {
   // park through the vDSO; a debugger's "waiting since", live and in a core
   // file, whose own time is wall-clock). Read only by debuggers.
   int64_t parked_since_ns = 0;
-  uint32_t slot = kNoSlot;  // owner id, see kMaxSlotId
-  uint32_t index = 0;       // dense registry index, reused after exit
-  // Parks are POSIX cancellation points while this is non-zero (see
-  // CancellationPoint in parking_lot.h).
-  uint32_t cancellation_point = 0;
   // How the last park that thread cancellation unwound had ended: whether
   // an unparker had released the thread first, and with what token.
-  bool unwound_unparked = false;
   uintptr_t unwound_token = 0;
+  bool unwound_unparked = false;
   // Parks end on a signal handler's EINTR while this is non-zero (see
   // InterruptiblePark in parking_lot.h); SleepOnParker then sets
   // `interrupted`.
-  uint32_t interruptible = 0;
   bool interrupted = false;
   // The thread's registry index was released at its exit (OnThreadExit);
   // its later lot use, from destructors that run after parklot's, keeps
   // its slot id and never registers it again, and parks on own_record.
   bool exited = false;
-  // Unparks deferred by signal handlers (see UnparkUpTo); touched only by
-  // this thread and its handlers. `deferred_overflow`: more distinct keys
-  // than slots, so the runner wakes every parked thread instead.
-  DeferredUnpark deferred[kDeferredUnparks];
-  std::atomic<bool> deferred_overflow{false};
+  uint32_t interruptible = 0;
+  // Parks are POSIX cancellation points while this is non-zero (see
+  // CancellationPoint in parking_lot.h).
+  uint32_t cancellation_point = 0;
   // The thread's real-time priority as last read (QueuePriority), and the
   // scheduling generation it was read in (0: never). Touched only by this
   // thread and its handlers.
   uint32_t sched_generation = 0;
   uint8_t sched_priority = 0;
+  // Keeps `slot` where released headers read it (below).
+  uint8_t reserved_[15] = {};
+  // Owner id, see kMaxSlotId. Its offset, 56, is ABI: the installed
+  // headers' inline fast paths read it through t_data, which
+  // libparklot.so.0 exports (dist/libparklot.lds), so it stays put within
+  // one SONAME.
+  uint32_t slot = kNoSlot;
+  uint32_t index = 0;  // dense registry index, reused after exit
+  // Unparks deferred by signal handlers (see UnparkUpTo); touched only by
+  // this thread and its handlers. `deferred_overflow`: more distinct keys
+  // than slots, so the runner wakes every parked thread instead.
+  DeferredUnpark deferred[kDeferredUnparks];
+  std::atomic<bool> deferred_overflow{false};
   ThreadCounters counters;
   // The queue record of a guest and of a thread past its exit (`record`).
   ParkRecord own_record;
@@ -154,6 +160,8 @@ struct ThreadData {
     return r != nullptr ? r : &own_record;
   }
 };
+static_assert(offsetof(ThreadData, slot) == 56,
+              "ThreadData::slot's offset is ABI (see the field)");
 
 extern constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadData
     t_data;
