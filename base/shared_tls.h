@@ -98,21 +98,14 @@ class TaskSlots {
   // entries of tasks that died).
   T& At(size_t i) { return slots_[i].value; }
   std::atomic<int32_t>& KeyAt(size_t i) { return slots_[i].tid; }
-  // The index of `entry`, or N if it is not one of these.
-  size_t IndexOf(const T* entry) const {
-    const uintptr_t first = reinterpret_cast<uintptr_t>(&slots_[0].value);
-    const uintptr_t p = reinterpret_cast<uintptr_t>(entry);
-    if (p < first || (p - first) % sizeof(Slot) != 0) return N;
-    const size_t i = (p - first) / sizeof(Slot);
-    return i < N ? i : N;
-  }
   // Whether `p` points into one of the entries (or its key word).
   bool Contains(const void* p) const {
     const uintptr_t first = reinterpret_cast<uintptr_t>(&slots_[0]);
     return reinterpret_cast<uintptr_t>(p) - first < sizeof(slots_);
   }
-  // The index of the entry `p` points into, or N.
-  size_t IndexContaining(const void* p) const {
+  // The index of the entry `p` points into (the entry itself or one of its
+  // members), or N if it is not in one of these.
+  size_t IndexOf(const void* p) const {
     if (!Contains(p)) return N;
     return (reinterpret_cast<uintptr_t>(p) -
             reinterpret_cast<uintptr_t>(&slots_[0])) / sizeof(Slot);

@@ -196,8 +196,8 @@ PARKLOT_NOSAN bool RunCfi(const unsigned char* p, const unsigned char* end,
 
 // Whether [p, p + size) lies in one of the object's mapped segments with
 // `flags`.
-PARKLOT_NOSAN bool Mapped(uintptr_t base, const ElfW(Phdr)* phdr, int phnum, uintptr_t p,
-            uintptr_t size, uint32_t flags) {
+PARKLOT_NOSAN bool Mapped(uintptr_t base, const ElfW(Phdr)* phdr, int phnum,
+                          uintptr_t p, uintptr_t size, uint32_t flags) {
   for (int i = 0; i < phnum; ++i) {
     const ElfW(Phdr)& ph = phdr[i];
     const uintptr_t start = base + ph.p_vaddr;

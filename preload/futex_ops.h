@@ -75,10 +75,11 @@
 //      one word, as long as its wakes go through syscall().
 //   3. A call that re-enters the shim from a signal handler on a thread
 //      already inside a served futex call's use of the lot (a wait past its
-//      first read of the word, a wake, a requeue) goes to the kernel, except a wake
-//      (any of the wake and requeue commands) while that thread is asleep
-//      in the lot, which is served: elsewhere the thread may hold a bucket
-//      lock. By rule 2 a kernel wait made so is still woken by served wakes.
+//      first read of the word, a wake, a requeue) goes to the kernel,
+//      except a wake (any of the wake and requeue commands) while that
+//      thread is asleep in the lot, which is served: elsewhere the thread
+//      may hold a bucket lock. By rule 2 a kernel wait made so is still
+//      woken by served wakes.
 //      "Thread" is a task: one running on another task's TLS
 //      (base/shared_tls.h) is never taken for a re-entry of its owner's.
 //

@@ -4,8 +4,8 @@
 // rule at the boundary with code that bypasses this wrapper).
 //
 // glibc's syscall(number, ...) passes six argument registers whatever the
-// number; so does this one, taken as fixed parameters (surface.h). Every call not served goes to
-// the kernel with those registers untouched (parklot::internal::RawSyscall6), and the
+// number; so does this one, taken as fixed parameters (surface.h). Every
+// call not served goes to the kernel with those registers untouched (parklot::internal::RawSyscall6), and the
 // result takes syscall()'s convention: -1 with errno for -4095..-1. A
 // scheduling change made this way is noted as sched_shim.cc notes glibc's.
 //

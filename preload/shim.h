@@ -230,7 +230,9 @@ inline bool ProfileOn() { return (g_lock_hooks & kHookProfile) != 0; }
 // for the process's life. Async-signal-safe; any time.
 // Always inline: the lookup code runs it before ASan is initialized (its
 // dlsym calls), where an out-of-line, instrumented copy would fault.
-[[gnu::always_inline]] inline bool SteppingAside() { return (g_lock_hooks & kHookStepAside) != 0; }
+[[gnu::always_inline]] inline bool SteppingAside() {
+  return (g_lock_hooks & kHookStepAside) != 0;
+}
 
 // Statistics (PARKLOT_STATS=1): the hooks.
 void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,

@@ -184,8 +184,7 @@ ThreadData* RegisterCurrentThread() {
   // The record's last owner left every queue before its index was freed
   // (OnThreadExit); a FUTEX_WAKE it was still due may land here later, a
   // spurious wake-up.
-  ParkRecord* rec = new (&RecordAt(index)) ParkRecord();
-  td->record = rec;
+  td->record = new (&RecordAt(index)) ParkRecord();
   BucketLock::CountInto(&td->counters.bucket_lock);
   ByIndex(index).store(td, std::memory_order_relaxed);
   // Under the lock: a load-compare-store outside it could let a smaller

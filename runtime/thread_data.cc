@@ -141,7 +141,7 @@ void SchedulingChanged(bool real_time) {
 
 bool GuestTaskDied(const ParkRecord* r) {
   // The guest whose own_record `r` is.
-  const size_t i = g_guest_records.IndexContaining(r);
+  const size_t i = g_guest_records.IndexOf(r);
   return i < kGuestRecords &&
          (g_guest_records.KeyAt(i).load(std::memory_order_acquire) &
           FUTEX_OWNER_DIED) != 0;
