@@ -49,7 +49,28 @@ check() {  # label, stderr pattern (empty: no parklot line), program
 }
 check "dynamic program" "" "$work/dynamic"
 check "static program" "statically linked" "$work/static"
-check "32-bit program" "32-bit" "$work/p32"
+# Whether this kernel runs 32-bit programs at all (some refuse them: no
+# IA32 emulation, "Exec format error"). Where it does, the launcher must run
+# it; where it does not, the launcher must still say why it does not serve it
+# and pass the kernel's refusal through as a shell would (status 126, one
+# line naming the error), never run it some other way.
+direct=$("$work/p32" 2>/dev/null); direct_rc=$?
+if [ "$direct_rc" -eq 0 ] && [ "$direct" = ran ]; then
+  echo "checked: this kernel runs 32-bit programs"
+  check "32-bit program" "32-bit" "$work/p32"
+else
+  echo "checked: this kernel refuses 32-bit programs (direct run: rc $direct_rc); checking the launcher passes the refusal through"
+  out=$(timeout 60 "$launcher" run -- "$work/p32" 2>"$work/err"); rc=$?
+  if [ "$rc" -ne 126 ] || [ -n "$out" ] ||
+     [ "$(grep -c '^parklot: not serving .*32-bit' "$work/err")" -ne 1 ] ||
+     ! grep -q '^parklot: .*p32: Exec format error$' "$work/err" ||
+     [ "$(grep -vc '^parklot: ' "$work/err")" -ne 0 ]; then
+    echo "FAIL: 32-bit program on a kernel that refuses it: rc $rc, '$out' (want rc 126, no output, the not-serving line and the kernel's error), stderr:"
+    cat "$work/err"; status=1
+  else
+    echo "ok: 32-bit program, refused by the kernel: $(tr '\n' ' ' < "$work/err")"
+  fi
+fi
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
   # Run by root, setuid to nobody: AT_SECURE, glibc ignores LD_PRELOAD.
   mkdir -p "$work/suid" && chmod 755 "$work" "$work/suid"
