@@ -32,7 +32,6 @@
 // makes no system call.
 #include <dlfcn.h>
 #include <elf.h>
-#include <gnu/libc-version.h>
 #include <link.h>
 #include <unistd.h>
 
@@ -40,6 +39,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "base/futex.h"
 #include "preload/call_as.h"
 #include "preload/shim.h"
 #include "preload/symbol_versions.h"
@@ -135,7 +135,8 @@ enum class Want {
 // The address of `name` in `d` (0: none), by the object's GNU hash table,
 // as the loader looks it up.
 PARKLOT_NOSAN uintptr_t FindSymbol(const DynSyms& d, const char* name,
-                                   Want want, const char* version) {
+                                   Want want, const char* version,
+                                   unsigned char* type = nullptr) {
   const uint32_t* h = d.gnu_hash;
   const uint32_t nbuckets = h[0], symoffset = h[1], bloom_size = h[2],
                  shift = h[3];
@@ -163,6 +164,7 @@ PARKLOT_NOSAN uintptr_t FindSymbol(const DynSyms& d, const char* name,
         StrEq(d.strtab + s.st_name, name)) {
       const uintptr_t addr = d.base + s.st_value;
       const unsigned v = d.versym != nullptr ? d.versym[i] : 1;
+      if (type != nullptr) *type = ELF64_ST_TYPE(s.st_info);
       if (want == Want::kAny) return addr;
       if (want == Want::kDefault) {
         if ((v & 0x8000) == 0) return addr;
@@ -178,15 +180,48 @@ PARKLOT_NOSAN uintptr_t FindSymbol(const DynSyms& d, const char* name,
   return want == Want::kDefault && hidden_count == 1 ? hidden : 0;
 }
 
+// Raw system calls: write() and abort() are among the functions this file
+// finds (own_libc.c), so a failure here must not call them.
 PARKLOT_NOSAN void Fatal(const char* what) {
   static const char kPrefix[] = "parklot: cannot find ";
-  ssize_t n = write(STDERR_FILENO, kPrefix, sizeof(kPrefix) - 1);
   size_t len = 0;
   while (what[len] != '\0') ++len;
-  n = write(STDERR_FILENO, what, len);
-  n = write(STDERR_FILENO, "\n", 1);
-  (void)n;
-  abort();
+  RawSyscall6(SYS_write, STDERR_FILENO, reinterpret_cast<uintptr_t>(kPrefix),
+              sizeof(kPrefix) - 1, 0, 0, 0);
+  RawSyscall6(SYS_write, STDERR_FILENO, reinterpret_cast<uintptr_t>(what), len,
+              0, 0, 0);
+  RawSyscall6(SYS_write, STDERR_FILENO, reinterpret_cast<uintptr_t>("\n"), 1,
+              0, 0, 0);
+  RawSyscall6(SYS_kill, RawSyscall6(SYS_getpid, 0, 0, 0, 0, 0, 0), SIGABRT, 0,
+              0, 0, 0);
+  RawSyscall6(SYS_exit_group, 127, 0, 0, 0, 0, 0);
+  __builtin_unreachable();
+}
+
+// libc's link map, found by its soname among the objects loaded with the
+// shim, never through a symbol: the address of any function the shim
+// names could be the program's or another preload's definition.
+PARKLOT_NOSAN const link_map* LibcMap(const link_map* shim) {
+  const link_map* head = shim;
+  while (head->l_prev != nullptr) head = head->l_prev;
+  for (const link_map* m = head; m != nullptr; m = m->l_next) {
+    const char* strtab = nullptr;
+    uintptr_t soname = 0;
+    bool has_soname = false;
+    for (const ElfW(Dyn)* e = m->l_ld; e != nullptr && e->d_tag != DT_NULL;
+         ++e) {
+      if (e->d_tag == DT_STRTAB) {
+        strtab = reinterpret_cast<const char*>(DynPtr(m->l_addr, e->d_un.d_ptr));
+      } else if (e->d_tag == DT_SONAME) {
+        soname = e->d_un.d_val;
+        has_soname = true;
+      }
+    }
+    if (strtab != nullptr && has_soname && StrEq(strtab + soname, "libc.so.6")) {
+      return m;
+    }
+  }
+  return nullptr;
 }
 
 PARKLOT_NOSAN const Objects& GetObjects(Objects* local) {
@@ -196,8 +231,9 @@ PARKLOT_NOSAN const Objects& GetObjects(Objects* local) {
                 &o.shim_lo, &o.shim_hi, &o.shim_map)) {
     Fatal("the shim's symbol table");
   }
-  // gnu_get_libc_version: defined by libc alone, and by no interposer.
-  if (!ObjectAt(reinterpret_cast<const void*>(&gnu_get_libc_version), &o.libc,
+  const link_map* libc = LibcMap(o.shim_map);
+  if (libc == nullptr ||
+      !ObjectAt(reinterpret_cast<const void*>(libc->l_ld), &o.libc,
                 &o.libc_lo, &o.libc_hi)) {
     Fatal("libc's symbol table");
   }
@@ -301,6 +337,22 @@ PARKLOT_NOSAN void* Lookup(void* handle, const char* name, const char* version,
 }  // namespace parklot::internal::preload
 
 extern "C" {
+// own_libc.h: glibc's own definition of `name` (its default version), an
+// indirect function resolved as the loader would; fatal if libc lacks it.
+__attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotGlibcOwn(
+    const char* name) {
+  using namespace parklot::internal::preload;
+  Objects local;
+  const Objects& o = GetObjects(&local);
+  unsigned char type = STT_NOTYPE;
+  uintptr_t addr = FindSymbol(o.libc, name, Want::kDefault, nullptr, &type);
+  if (addr == 0) Fatal(name);
+  // x86-64 glibc's resolvers take no argument (they read the loader's CPU
+  // features).
+  if (type == STT_GNU_IFUNC) addr = reinterpret_cast<uintptr_t (*)()>(addr)();
+  return reinterpret_cast<void*>(addr);
+}
+
 __attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotDlsymSlow(
     void* handle, const char* name, const void* caller) {
   return parklot::internal::preload::Lookup(handle, name, nullptr, caller, false);
