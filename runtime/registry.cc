@@ -110,6 +110,24 @@ bool ChunkFor(uint32_t i) {
 
 void OnThreadExit(void* arg);
 
+// Says once per process that threads run without a registry index: after
+// the first, the line would only repeat at every registration while memory
+// stays short. `fresh` is the first index never handed out.
+void SayNoIndex(uint32_t fresh) {
+  static std::atomic<bool> said{false};
+  if (said.exchange(true, std::memory_order_relaxed)) return;
+  if (fresh >= kMaxSlots) {
+    SayLine("parklot: more than %u live threads: the threads past them run "
+            "without a registry index (counted in statistics at their exit)",
+            kMaxSlots - 1);
+  } else {
+    SayLine("parklot: no memory for the thread registry past %u live "
+            "threads: the threads past them run without a registry index "
+            "(counted in statistics at their exit)",
+            fresh - 1);
+  }
+}
+
 void AddCounters(Stats* s, const ThreadCounters& c) {
   s->parks += c.parks.load(std::memory_order_relaxed);
   s->unparks += c.unparks.load(std::memory_order_relaxed);
@@ -146,8 +164,10 @@ void OnThreadExit(void*) {
   EvictOwnRecord(mine);
   r.lock.Lock();
   AddCounters(&r.retired, td->counters);
-  ByIndex(td->index).store(nullptr, std::memory_order_relaxed);
-  FreeStackAt(r.free_top++) = td->index;
+  if (td->index != 0) {  // 0: it ran without one (RegisterCurrentThread)
+    ByIndex(td->index).store(nullptr, std::memory_order_relaxed);
+    FreeStackAt(r.free_top++) = td->index;
+  }
   r.lock.Unlock();
   r.live.fetch_sub(1, std::memory_order_relaxed);
   td->index = 0;
@@ -167,31 +187,27 @@ ThreadData* RegisterCurrentThread() {
     index = FreeStackAt(--r.free_top);
   } else if (r.next_fresh < kMaxSlots && ChunkFor(r.next_fresh)) {
     index = r.next_fresh++;
-  } else {
-    const bool full = r.next_fresh >= kMaxSlots;
-    r.lock.Unlock();
-    // Beyond the first 4,096 live threads, a chunk of 304 KiB; the
-    // thread itself has just mapped a larger stack.
-    if (full) {
-      SayLine("parklot: more than %u live threads", kMaxSlots - 1);
-    } else {
-      SayLine("parklot: no memory for the thread registry past %u live "
-              "threads", r.next_fresh - 1);
-    }
-    abort();
   }
+  // index 0 (no chunk could be mapped, or 2^20 - 1 indices are live): the
+  // thread runs without one, on its own_record (docs/design.md section
+  // 3.9). Registration is an optimisation and must not end the process
+  // (invariant 7); the slot id below, which locks record as their owner,
+  // needs no index.
   td->index = index;
-  // The record's last owner left every queue before its index was freed
-  // (OnThreadExit); a FUTEX_WAKE it was still due may land here later, a
-  // spurious wake-up.
-  td->record = new (&RecordAt(index)) ParkRecord();
-  BucketLock::CountInto(&td->counters.bucket_lock);
-  ByIndex(index).store(td, std::memory_order_relaxed);
-  // Under the lock: a load-compare-store outside it could let a smaller
-  // index overwrite a larger one, hiding a live thread from GetStats.
-  if (index > r.highest.load(std::memory_order_relaxed)) {
-    r.highest.store(index, std::memory_order_relaxed);
+  const uint32_t fresh = r.next_fresh;
+  if (index != 0) {
+    // The record's last owner left every queue before its index was freed
+    // (OnThreadExit); a FUTEX_WAKE it was still due may land here later, a
+    // spurious wake-up.
+    td->record = new (&RecordAt(index)) ParkRecord();
+    ByIndex(index).store(td, std::memory_order_relaxed);
+    // Under the lock: a load-compare-store outside it could let a smaller
+    // index overwrite a larger one, hiding a live thread from GetStats.
+    if (index > r.highest.load(std::memory_order_relaxed)) {
+      r.highest.store(index, std::memory_order_relaxed);
+    }
   }
+  BucketLock::CountInto(&td->counters.bucket_lock);
   r.lock.Unlock();
   const uint64_t serial = r.registered.fetch_add(1, std::memory_order_relaxed);
   td->slot = static_cast<uint32_t>(serial % kMaxSlotId) + 1;
@@ -202,6 +218,7 @@ ThreadData* RegisterCurrentThread() {
   // when the program created 32 keys before ours; that must not re-enter
   // registration.
   t_registered = true;
+  if (index == 0) SayNoIndex(fresh);
   // The value only needs to be non-null to run the exit destructor.
   pthread_setspecific(r.exit_key, td);
   table.MaybeGrow(live);
@@ -300,7 +317,9 @@ void ResetInForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     }
     FreeStackAt(r.free_top++) = i;
   }
-  r.live.store(mine != 0 ? 1 : 0, std::memory_order_relaxed);
+  // Registered without an index (mine 0) counts as live all the same.
+  r.live.store(t_registered && !t_data.exited ? 1 : 0,
+               std::memory_order_relaxed);
   // The queues were emptied: a record this thread left behind (siglongjmp
   // out of a wait) is gone with them, and so are the threads a wake duty
   // would have woken. Both of its records: the registry record, and

@@ -144,7 +144,9 @@ struct ThreadData {
   // libparklot.so.0 exports (dist/libparklot.lds), so it stays put within
   // one SONAME.
   uint32_t slot = kNoSlot;
-  uint32_t index = 0;  // dense registry index, reused after exit
+  // Dense registry index, reused after exit; 0: none (before registration,
+  // after exit, or a thread that got none: registry.cc RegisterCurrentThread).
+  uint32_t index = 0;
   // Unparks deferred by signal handlers (see UnparkUpTo); touched only by
   // this thread and its handlers. `deferred_overflow`: more distinct keys
   // than slots, so the runner wakes every parked thread instead.

@@ -43,7 +43,8 @@ inline constexpr char kDiagFileName[] = "libparklot_diag.so";
 struct DiagHost {
   // The calling thread's registry index and slot id (slot ids start at 1),
   // registering the thread as its first lot operation would; false once the
-  // lot's exit hook has run for it (later destructors may still lock).
+  // lot's exit hook has run for it (later destructors may still lock), and
+  // for a thread that runs without a registry index (no memory for one).
   bool (*thread)(uint32_t* index, uint32_t* slot);
   // The calling thread's kernel tid, without a system call (CurrentTid).
   pid_t (*tid)();

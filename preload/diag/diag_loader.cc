@@ -36,8 +36,10 @@ bool g_tried = false;  // loaded once at most, tried once at most
 bool HostThread(uint32_t* index, uint32_t* slot) {
   ThreadData* td = CurrentThreadData();
   // Past its exit hook the thread gave its registry index back; another
-  // thread's records may be there now.
-  if (td->exited) return false;
+  // thread's records may be there now. Index 0: it runs without one
+  // (registry.cc RegisterCurrentThread), and records by index would mix it
+  // with every other such thread.
+  if (td->exited || td->index == 0) return false;
   *index = td->index;
   *slot = td->slot;
   return true;

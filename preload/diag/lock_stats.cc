@@ -148,7 +148,13 @@ void EnableLockStats() {
   constexpr size_t bytes = keys + stripes + filter + kSlots * sizeof(LockStat);
   static_assert(bytes <= kHuge, "one huge page");
   void* p = MapAnonymous(bytes + kHuge, /*reserve=*/false);
-  if (p == nullptr) return;
+  if (p == nullptr) {
+    // The report at exit still gives the lot's own figures; without this
+    // line its missing served counts and locks would go unexplained.
+    SayLine("parklot: no memory for PARKLOT_STATS's lock tables; served "
+            "counts and contended locks off");
+    return;
+  }
   char* base = reinterpret_cast<char*>(
       (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1));
   madvise(base, kHuge, MADV_HUGEPAGE);  // advice: fine if refused
