@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Fails each mapping the shim makes in turn (docs/design.md section 6,
-# invariant 7; docs/testing.md): for N = 1, 2, 3, ... runs the workload with
-# map_fault_lib.so preloaded ahead of the shim and MAP_FAULT_N=N, so that the
-# N-th mapping the shim (or its diagnostics object) asks for fails with
-# ENOMEM, until a run makes fewer than N mappings. Every run must finish
-# with the program's checks passed, within its limit, never by a signal
-# (an abort is a failure); a failed mapping must cost at most one line of
-# the shim's on stderr.
+# invariant 7; docs/testing.md): for N = 1, 2, 3, ... runs the workload under
+# the shim, traced by map_fault_tracer --fail=N (ptrace: no code in the
+# program changes), so that the N-th mapping the shim (or its diagnostics
+# object) asks glibc's mmap for fails with ENOMEM, until a run makes fewer
+# than N mappings. Every run must finish with the program's checks passed,
+# within its limit, never by a signal (an abort is a failure); a failed
+# mapping must cost at most one line of the shim's on stderr.
 #
-#   map_fault_sweep_test.sh [options] FAULT_LIB PROGRAM [ARGS...]
+#   map_fault_sweep_test.sh [options] TRACER PROGRAM [ARGS...]
 #     --env=NAME=VALUE   environment for every run (repeatable; @WORK@ in
 #                        VALUE is a scratch directory)
+#     --syscall-stops    the tracer stops every system call (PTRACE_SYSCALL)
+#                        rather than mmap only (a seccomp filter): slower
 #     --max-n=N          stop after N (default 64: a bound, not a sample)
 #     --expect=BYTES     the run with none failed must map BYTES once or
 #                        more (repeatable): the sweep reaches that mapping
@@ -21,9 +23,11 @@ limit=60
 max_n=64
 extra_env=()
 expect=()
+tracer_opts=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --env=*) extra_env+=("${1#--env=}") ;;
+    --syscall-stops) tracer_opts+=("$1") ;;
     --max-n=*) max_n=${1#--max-n=} ;;
     --expect=*) expect+=("${1#--expect=}") ;;
     --timeout=*) limit=${1#--timeout=} ;;
@@ -33,21 +37,20 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ $# -ge 2 ] || { echo "usage: map_fault_sweep_test.sh [options] FAULT_LIB PROGRAM [ARGS...]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: map_fault_sweep_test.sh [options] TRACER PROGRAM [ARGS...]" >&2; exit 2; }
 
 root="${TEST_SRCDIR:+$TEST_SRCDIR/${TEST_WORKSPACE:-parklot}}"
 root="${root:-$PWD}"
 shim="$root/preload/libparklot_preload.so"
 [ -f "$shim" ] || shim="$PWD/preload/libparklot_preload.so"
 [ -f "$shim" ] || { echo "FAIL: shim not found at $shim"; exit 1; }
-lib="$1"
+tracer="$1"
 prog="$2"
 shift 2
-[ -f "$lib" ] || lib="$root/$lib"
+[ -x "$tracer" ] || tracer="$root/$tracer"
 [ -x "$prog" ] || prog="$root/$prog"
-[ -f "$lib" ] || { echo "FAIL: fault library $lib not found"; exit 1; }
+[ -x "$tracer" ] || { echo "FAIL: tracer $tracer not found"; exit 1; }
 [ -x "$prog" ] || { echo "FAIL: program $prog not found"; exit 1; }
-case "$lib" in /*) ;; *) lib="$PWD/$lib" ;; esac
 
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/map_fault.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -63,9 +66,11 @@ run_one() {
   local n=$1 log="$work/log.$1" out="$work/out.$1"
   shift
   : >"$log"
-  # The preload inside timeout(1), whose own mappings are not the program's.
-  timeout -k 10 "$limit" env "${extra_env[@]}" MAP_FAULT_N="$n" \
-    MAP_FAULT_LOG="$log" LD_PRELOAD="$lib:$shim" "$prog" "$@" >"$out" 2>&1
+  # The tracer outside the preload and the extra environment: they are the
+  # program's. timeout(1)'s SIGTERM ends the tracer, and PTRACE_O_EXITKILL
+  # every task it traces.
+  timeout -k 10 "$limit" "$tracer" "${tracer_opts[@]}" --fail="$n" --log="$log" -- \
+    env "${extra_env[@]}" LD_PRELOAD="$shim" "$prog" "$@" >"$out" 2>&1
   local rc=$?
   runs=$((runs + 1))
   injected=$(sed -n "s/^map_fault: pid [0-9]* #$n \([0-9]*\) bytes failed$/\1/p" "$log" | head -1)
@@ -82,6 +87,8 @@ run_one() {
     echo "FAIL: N=$n: $what: timed out after ${limit}s"
   elif [ "$rc" -gt 128 ]; then
     echo "FAIL: N=$n: $what: killed by signal $((rc - 128))"
+  elif [ "$rc" -eq 70 ] && grep -q '^map_fault_tracer: FATAL' "$out"; then
+    echo "FAIL: N=$n: the tracer could not go on: $(grep '^map_fault_tracer: FATAL' "$out" | head -1)"
   elif [ "$rc" -ne 0 ]; then
     echo "FAIL: N=$n: $what: exit status $rc"
   elif [ "$lines" -gt $((base_lines + 1)) ]; then
@@ -105,8 +112,8 @@ run_one 0 "$@"
 base_lines=$(grep -c '^parklot:' "$work/out.0")
 for bytes in "${expect[@]}"; do
   if ! grep -q "^map_fault: pid [0-9]* #[0-9]* $bytes bytes ok$" "$work/log.0"; then
-    echo "FAIL: the workload made no mapping of $bytes bytes (the fault library"
-    echo "      did not see it, or the workload no longer reaches it):"
+    echo "FAIL: the workload made no mapping of $bytes bytes (the tracer did"
+    echo "      not see it, or the workload no longer reaches it):"
     cat "$work/log.0"
     status=1
   fi
