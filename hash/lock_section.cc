@@ -1,7 +1,12 @@
 #include "hash/lock_section.h"
 
+#include <signal.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+
 #include <atomic>
 
+#include "base/futex.h"
 #include "base/shared_tls.h"
 #include "hash/bucket_table.h"
 
@@ -55,6 +60,14 @@ void LeaveOutermostSection(SectionState* s, BucketTable* table) {
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (auto hook = g_section_exit_hook.load(std::memory_order_acquire)) hook();
   }
+  // Signals a handler wrapper kept for the section's end: unblocked, the
+  // kernel delivers them now, as it would have a few instructions ago.
+  if (s->deferred_signals != 0) {
+    uint64_t mask = __atomic_exchange_n(&s->deferred_signals, 0, __ATOMIC_RELAXED);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    RawSyscall6(SYS_rt_sigprocmask, SIG_UNBLOCK, reinterpret_cast<long>(&mask),
+                0, sizeof(mask), 0, 0);
+  }
   // A collision growth this task asked for (SampleCollision), unless the
   // task is inside a growth or a fork's lock-all (a handler may be running
   // on it), where it waits for the next outermost section's end. A request
@@ -84,6 +97,38 @@ void AdoptSectionsInForkChild(int32_t forking_tid) {
   }
   g_foreign_sections.ResetAll();
   ResetSharedTlsInChild();
+}
+
+bool DeferSignalToSectionEnd(int sig, const void* siginfo, void* ucontext) {
+  SectionState* s = Sections(/*claim=*/false);
+  if (s == nullptr || s->sections == 0 || sig <= 0 || sig > 64) return false;
+  const auto* info = static_cast<const siginfo_t*>(siginfo);
+  // A fault belongs to the instruction that raised it: it cannot wait.
+  const bool fault = (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL ||
+                      sig == SIGFPE || sig == SIGTRAP || sig == SIGSYS) &&
+                     info->si_code > 0;
+  if (fault) return false;
+  uint64_t bit = uint64_t{1} << (sig - 1);
+  // Blocked now (an SA_NODEFER action would take it again at once) and
+  // after the handler returns (the kernel restores the mask from the
+  // context). The bit was clear: the signal was just delivered.
+  RawSyscall6(SYS_rt_sigprocmask, SIG_BLOCK, reinterpret_cast<long>(&bit), 0,
+              sizeof(bit), 0, 0);
+  const long pid = RawSyscall6(SYS_getpid, 0, 0, 0, 0, 0, 0);
+  const long tid = RawSyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0);
+  // The kernel accepts any si_code for a signal a task queues to itself.
+  if (RawSyscall6(SYS_rt_tgsigqueueinfo, pid, tid, sig,
+                  reinterpret_cast<long>(siginfo), 0, 0) != 0) {
+    RawSyscall6(SYS_rt_sigprocmask, SIG_UNBLOCK, reinterpret_cast<long>(&bit),
+                0, sizeof(bit), 0, 0);
+    return false;
+  }
+  auto* uc = static_cast<ucontext_t*>(ucontext);
+  reinterpret_cast<uint64_t*>(&uc->uc_sigmask)[0] |= bit;
+  __atomic_fetch_or(&s->deferred_signals, bit, __ATOMIC_RELAXED);
+  s->hook_due = true;  // LeaveSection then calls LeaveOutermostSection
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  return true;
 }
 
 bool InLockSection() {

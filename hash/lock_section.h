@@ -27,6 +27,8 @@ class BucketTable;
 // any of which a signal handler may have interrupted: a collision growth
 // at a section's end waits. Per task, as the depth: a task on shared TLS
 // must not raise or lower its TLS owner's (docs/design.md section 2.11).
+// `deferred_signals`: the signals (bit sig - 1) a handler wrapper kept
+// blocked for the section's end (DeferSignalToSectionEnd).
 struct SectionState {
   uint32_t sections;
   bool hook_due;
@@ -34,6 +36,7 @@ struct SectionState {
   BucketTable* grow_table;
   size_t grow_from;
   size_t grow_to;
+  uint64_t deferred_signals;
 };
 // The calling thread's (constinit, initial-exec: one %fs-relative access,
 // no TLS wrapper, reachable from a signal handler).
@@ -93,6 +96,30 @@ inline void LeaveSection(BucketTable* table) {
 
 // True while the calling thread is inside a lock section.
 bool InLockSection();
+// A lock section around one of the lot's own locks that is not a bucket's
+// (the registry's) and around start-up (the configuration, the first
+// table): a signal arriving inside is deferred as in a bucket's.
+class SectionScope {
+ public:
+  SectionScope() { EnterSection(); }
+  ~SectionScope() { LeaveSection(nullptr); }
+  SectionScope(const SectionScope&) = delete;
+  SectionScope& operator=(const SectionScope&) = delete;
+};
+// Called by a signal handler wrapper (the shim's) first: if its task is
+// inside a lock section and the signal is asynchronous (not a fault the
+// interrupted instruction raised), keeps the signal blocked past the
+// handler's return (in `ucontext`'s mask, and at once, for SA_NODEFER),
+// queues it again to the task as it came (rt_tgsigqueueinfo, the same
+// siginfo) and returns true: the wrapper returns without running the
+// program's handler, and the kernel delivers the signal again when the
+// outermost section's end unblocks it (docs/design.md section 2.9). So a
+// program's handler never runs inside a lock section and never waits for
+// a lock its own thread holds. False (run the handler now) outside a
+// section, for a fault, or if the kernel refuses the queueing (the
+// process's RLIMIT_SIGPENDING reached). Async-signal-safe; raw system
+// calls only.
+bool DeferSignalToSectionEnd(int sig, const void* siginfo, void* ucontext);
 // Installs the process's section-exit hook (once, at start-up; the
 // runtime's deferred-unpark runner). Not async-signal-safe.
 void SetSectionExitHook(void (*hook)());

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "hash/lock_section.h"
 #include "preload/futex_ops.h"
 #include "preload/program_handler.h"
 #include "preload/shim.h"
@@ -38,13 +39,26 @@ namespace {
 // The program's handler per signal, with its SA_SIGINFO choice in the top
 // bit (user-space addresses never use it), in one word so that a wrapper
 // running while another thread installs a handler reads a consistent pair.
+// The action's SA_RESETHAND in the next bit: the kernel has made such an
+// action SIG_DFL by the time the wrapper runs, so its signal is never
+// deferred (delivered again, it would take the default action).
 constexpr uintptr_t kSigInfoBit = uintptr_t{1} << 63;
+constexpr uintptr_t kResetBit = uintptr_t{1} << 62;
+constexpr uintptr_t kFlagBits = kSigInfoBit | kResetBit;
 std::atomic<uintptr_t> g_handlers[NSIG];
 
+// A signal that interrupts its thread inside one of the lot's lock sections
+// is kept for the section's end (DeferSignalToSectionEnd): the program's
+// handler then runs as if the signal had come a few instructions later,
+// and cannot wait for a bucket lock, the registry or the start-up its own
+// thread holds (docs/design.md section 5.8, invariant 11).
 void Wrapper(int sig, siginfo_t* info, void* context) {
-  const uintptr_t h =
-      g_handlers[sig].load(std::memory_order_acquire) & ~kSigInfoBit;
+  const uintptr_t word = g_handlers[sig].load(std::memory_order_acquire);
+  const uintptr_t h = word & ~kFlagBits;
   if (h > reinterpret_cast<uintptr_t>(SIG_IGN)) {
+    if ((word & kResetBit) == 0 && DeferSignalToSectionEnd(sig, info, context)) {
+      return;
+    }
     RunProgramHandler(
         reinterpret_cast<void (*)(int, siginfo_t*, void*)>(h), sig, info,
         context);
@@ -58,10 +72,11 @@ bool IsFunction(uintptr_t h) {
 }
 
 uintptr_t HandlerOf(const struct sigaction& act) {
+  const uintptr_t reset = (act.sa_flags & SA_RESETHAND) != 0 ? kResetBit : 0;
   if ((act.sa_flags & SA_SIGINFO) != 0) {
-    return reinterpret_cast<uintptr_t>(act.sa_sigaction) | kSigInfoBit;
+    return reinterpret_cast<uintptr_t>(act.sa_sigaction) | kSigInfoBit | reset;
   }
-  return reinterpret_cast<uintptr_t>(act.sa_handler);
+  return reinterpret_cast<uintptr_t>(act.sa_handler) | reset;
 }
 
 // Rewrites an action the kernel reported so that it shows what glibc alone
@@ -71,7 +86,7 @@ uintptr_t HandlerOf(const struct sigaction& act) {
 // wrapper's SA_SIGINFO among them). The mask and the other flags are the
 // kernel's own (it drops SIGKILL, SIGSTOP and flags it does not know).
 void ShowProgramHandler(struct sigaction* act, uintptr_t program) {
-  const uintptr_t handler = program & ~kSigInfoBit;
+  const uintptr_t handler = program & ~kFlagBits;
   if ((act->sa_flags & SA_SIGINFO) == 0 || !IsFunction(handler)) return;
   const bool siginfo = (program & kSigInfoBit) != 0;
   if (act->sa_sigaction == &Wrapper) {
@@ -91,7 +106,7 @@ void ShowProgramHandler(struct sigaction* act, uintptr_t program) {
 int Install(int sig, const struct sigaction* act, struct sigaction* oact) {
   if (sig <= 0 || sig >= NSIG) return RealGlibc().sigaction(sig, act, oact);
   const uintptr_t previous = g_handlers[sig].load(std::memory_order_acquire);
-  if (act == nullptr || !IsFunction(HandlerOf(*act) & ~kSigInfoBit)) {
+  if (act == nullptr || !IsFunction(HandlerOf(*act) & ~kFlagBits)) {
     const int rc = RealGlibc().sigaction(sig, act, oact);
     if (rc == 0 && oact != nullptr) ShowProgramHandler(oact, previous);
     // Recorded after the kernel's change, so that a wrapper run meanwhile

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "base/text.h"
+#include "hash/lock_section.h"
 
 namespace parklot::internal {
 namespace {
@@ -319,6 +320,9 @@ const Config& GetConfig() {
   if (s == 2) return g_config;
   int expected = 0;
   if (g_state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+    // A handler of this thread would wait for this parse (the loop below):
+    // the shim defers it to the section's end.
+    SectionScope section;
     g_config = ConfigFromEnvironment();
     g_state.store(2, std::memory_order_release);
   } else {

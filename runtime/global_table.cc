@@ -8,6 +8,7 @@
 
 #include "base/futex.h"
 #include "base/text.h"
+#include "hash/lock_section.h"
 #include "runtime/config.h"
 #include "runtime/fork.h"
 #include "runtime/registry.h"
@@ -46,6 +47,9 @@ void ReadStartupCpus() {
 void InitOnce() {
   int expected = 0;
   if (g_init.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+    // A signal handler of this thread that locked a contended lock here
+    // would wait for this very start-up: the shim defers it to the end.
+    SectionScope section;
     ReadStartupCpus();
     registry::Init(g_affinity_cpus);
     TableOptions table = GetConfig().table;

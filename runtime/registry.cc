@@ -8,6 +8,7 @@
 
 #include "base/anon_mmap.h"
 #include "base/text.h"
+#include "hash/lock_section.h"
 #include "runtime/config.h"
 #include "runtime/global_table.h"
 #include "runtime/stats.h"
@@ -62,6 +63,18 @@ constexpr uint32_t StateIndex(uint32_t slot) {
 }
 
 Registry& Reg() { return *reinterpret_cast<Registry*>(g_registry_storage); }
+
+// The registry's lock is held inside a lock section, as a bucket's is: a
+// signal handler of the holder that parks would register and wait for it,
+// so the shim defers the handler to the section's end (hash/lock_section.h).
+void LockRegistry(Registry& r) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  EnterSection();
+  r.lock.Lock();
+}
+void UnlockRegistry(Registry& r) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  r.lock.Unlock();
+  LeaveSection(nullptr);
+}
 
 // The spinning heuristic's thread states (1 MiB, .bss: read on contended
 // paths by any thread, so never moved or mapped late).
@@ -162,13 +175,13 @@ void OnThreadExit(void*) {
   std::atomic_signal_fence(std::memory_order_seq_cst);
   // A wait left by siglongjmp may still have this thread queued.
   EvictOwnRecord(mine);
-  r.lock.Lock();
+  LockRegistry(r);
   AddCounters(&r.retired, td->counters);
   if (td->index != 0) {  // 0: it ran without one (RegisterCurrentThread)
     ByIndex(td->index).store(nullptr, std::memory_order_relaxed);
     FreeStackAt(r.free_top++) = td->index;
   }
-  r.lock.Unlock();
+  UnlockRegistry(r);
   r.live.fetch_sub(1, std::memory_order_relaxed);
   td->index = 0;
   td->exited = true;
@@ -181,7 +194,7 @@ ThreadData* RegisterCurrentThread() {
   BucketTable& table = GlobalTable();
   Registry& r = Reg();
   ThreadData* td = &t_data;
-  r.lock.Lock();
+  LockRegistry(r);
   uint32_t index = 0;
   if (r.free_top > 0) {
     index = FreeStackAt(--r.free_top);
@@ -208,7 +221,7 @@ ThreadData* RegisterCurrentThread() {
     }
   }
   BucketLock::CountInto(&td->counters.bucket_lock);
-  r.lock.Unlock();
+  UnlockRegistry(r);
   const uint64_t serial = r.registered.fetch_add(1, std::memory_order_relaxed);
   td->slot = static_cast<uint32_t>(serial % kMaxSlotId) + 1;
   const size_t live = r.live.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -344,7 +357,7 @@ void ResetInForkChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     r.parked[t_data.slot % Registry::kParkedShards].n.store(
         1, std::memory_order_relaxed);
   }
-  r.lock.Unlock();
+  r.lock.Unlock();  // taken by LockForFork in the parent
 }
 
 }  // namespace registry
@@ -353,14 +366,14 @@ Stats GetStats() {
   Stats s;
   if (!LotInitialized()) return s;
   Registry& r = Reg();
-  r.lock.Lock();
+  LockRegistry(r);
   s = r.retired;
   const uint32_t hi = r.highest.load(std::memory_order_relaxed);
   for (uint32_t i = 1; i <= hi; ++i) {
     ThreadData* td = ByIndex(i).load(std::memory_order_relaxed);
     if (td != nullptr) AddCounters(&s, td->counters);
   }
-  r.lock.Unlock();
+  UnlockRegistry(r);
   BucketTable& t = GlobalTable();
   s.growths = t.growths();
   s.growth_failures = t.allocation_failures();
