@@ -242,8 +242,12 @@ Outcome RunOnce(const std::string& path, const std::string& action,
     char wd[16];
     snprintf(wd, sizeof wd, "%d", g_opt.run_timeout_s);
     setenv("SWEEP_WATCHDOG_S", wd, 1);
-    execl(g_opt.victim.c_str(), g_opt.victim.c_str(), path.c_str(),
-          target != nullptr ? action.c_str() : "none", (char*)nullptr);
+    // The record run sets up what the case's runs set up (the handler's
+    // threads start before the path and may do the lot's first-use work),
+    // so that both step the same instructions; it sends no signal.
+    if (target == nullptr) setenv("SWEEP_RECORD", "1", 1);
+    execl(g_opt.victim.c_str(), g_opt.victim.c_str(), path.c_str(), action.c_str(),
+          (char*)nullptr);
     _exit(127);
   }
   int st;
@@ -362,6 +366,14 @@ Outcome RunOnce(const std::string& path, const std::string& action,
     }
     if (regs.rax == kEndMagic && tid == stepped) {
       ended = true;
+      if (target != nullptr && !reached) {
+        // This run's path missed the instruction: nothing to wait for.
+        for (pid_t t : tasks) kill(t, SIGKILL);
+        while (waitpid(-1, &st, __WALL) > 0) {
+        }
+        tasks.clear();
+        break;
+      }
       // Nothing of the lot's may stay raised past the path, a jump
       // included: a section depth defers every later wake of this thread,
       // a futex re-entry count sends its later calls to the kernel.
@@ -432,7 +444,7 @@ std::vector<Case> AllCases() {
 // Returns the number of failed or hung runs.
 int Sweep(const Case& c) {
   const double t0 = Now();
-  Outcome rec = RunOnce(c.path, "none", nullptr);
+  Outcome rec = RunOnce(c.path, c.action, nullptr);
   if (rec.kind != kPass || rec.trace.empty()) {
     printf("%s: the record run failed (%s%s)\n", c.Name().c_str(),
            kKindNames[rec.kind], rec.trace.empty() ? ", no shim instruction" : "");
