@@ -18,6 +18,7 @@
 #include "base/futex.h"
 #include "base/shared_tls.h"
 #include "base/text.h"
+#include "hash/lock_section.h"
 #include "preload/futex_fault.h"
 #include "preload/program_handler.h"
 #include "runtime/deadline.h"
@@ -123,37 +124,19 @@ size_t WakeLimit(int nr) { return nr <= 0 ? 1 : static_cast<size_t>(nr); }
 
 uint32_t* Word(long a) { return reinterpret_cast<uint32_t*>(a); }
 
-// Inside a served call's use of the lot on this thread (a signal handler
-// may re-enter): a wait past its first read of the word, a wake, a requeue.
-// A task on another task's TLS (OnForeignTls) neither reads nor counts it:
-// the count is its TLS owner's.
-__attribute__((tls_model("initial-exec"))) thread_local int t_depth = 0;
-
-struct DepthScope {
-  explicit DepthScope(bool counted) : counted(counted) {
-    if (counted) ++t_depth;
-  }
-  ~DepthScope() {
-    if (counted) --t_depth;
-  }
-  const bool counted;
-};
-
-// Whether this thread is asleep in the parking lot, holding no bucket lock.
-__attribute__((noinline)) bool ParkedInLot() {
-  ThreadData* td = CurrentThreadDataIfAny();
-  return td != nullptr && registry::StateOf(td->slot) == ThreadState::kParked;
-}
-
-// The re-entry rule: a call made inside a served call on the same thread
-// (from a signal handler that interrupted it) is served only if it is a
-// wake and the thread sleeps in the lot, holding no bucket lock; any other
-// goes to the kernel, whose waiters served wakes reach (futex_ops.h, rule
-// 2). Returns whether the lot may serve the call; *counted: whether it
-// counts in t_depth (not on another task's TLS, whose count is not its).
+// The re-entry rule: a call made while this task is inside one of the
+// lot's lock sections is served only if it is a wake, which UnparkUpTo
+// defers to the section's end (Wake); any other goes to the kernel, whose
+// waiters served wakes reach (futex_ops.h, rule 2). Only a handler the
+// shim does not wrap (sigvec, a raw rt_sigaction) can make such a call: the
+// shim's wrapper delivers a signal that lands in a section at its end
+// (hash/lock_section.h). Read from the section depth itself, so nothing is
+// left behind by a handler that leaves a served call by siglongjmp.
+// *counted: whether the task owns its TLS (a task on another's, OnForeignTls,
+// keeps its own section depth, hash/lock_section.h).
 [[gnu::always_inline]] inline bool MayServe(bool wake, bool* counted) {
   *counted = !OnForeignTls();
-  return !*counted || t_depth == 0 || (wake && ParkedInLot());
+  return wake || !InLockSection();
 }
 
 // ---------------------------------------------------------------------------
@@ -186,13 +169,10 @@ long AddForwarded(long total, long forwarded) {
 // A served wait past its first compare (Wait): the park. Out of line, as
 // every operation's body is: the calls served without one (a wait on a
 // word that differs) then run in a frame with nothing to save.
-// Counted in t_depth (if `counted`) from here: the first read takes no
-// lock, so a handler's call that interrupts it may be served.
 __attribute__((noinline)) bool ParkWait(uint32_t* uaddr, uint32_t val,
                                         const timespec* ts, bool relative,
                                         bool realtime, uint32_t bitset,
                                         bool counted, long* result) {
-  DepthScope depth(counted);
   Deadline deadline = Deadline::Never();
   if (ts != nullptr) {
     if (relative) {
@@ -544,7 +524,6 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
       const uint32_t bitset = cmd == FUTEX_WAKE ? FUTEX_BITSET_MATCH_ANY
                                                 : static_cast<uint32_t>(val3);
       if (bitset == 0) return false;  // EINVAL
-      DepthScope depth(own_tls);
       *result = Wake(uaddr, op, static_cast<int>(val), bitset);
       return true;
     }
@@ -554,14 +533,12 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
       const int nr_requeue = static_cast<int>(utime);
       if (nr_wake < 0 || nr_requeue < 0 || !WordOk(uaddr2)) return false;
       const uint32_t cmpval = static_cast<uint32_t>(val3);
-      DepthScope depth(own_tls);
       return Requeue(uaddr, op, nr_wake, nr_requeue, uaddr2,
                      cmd == FUTEX_CMP_REQUEUE ? &cmpval : nullptr, result);
     }
     case FUTEX_WAKE_OP: {
       const WakeOpCode code = Decode(static_cast<uint32_t>(val3));
       if (!ValidWakeOp(code) || !WordOk(uaddr2)) return false;  // ENOSYS...
-      DepthScope depth(own_tls);
       return WakeOp(uaddr, op, static_cast<int>(val), static_cast<int>(utime),
                     uaddr2, code, result);
     }
@@ -607,7 +584,6 @@ bool ServeWake2(long uaddr, long mask, long nr, long flags, bool own_tls,
       static_cast<int>(nr) == 0) {
     return false;
   }
-  DepthScope depth(own_tls);
   *result = Wake(uaddr, FUTEX_WAKE_BITSET | FUTEX_PRIVATE_FLAG,
                  static_cast<int>(nr), static_cast<uint32_t>(m));
   return true;
@@ -651,7 +627,6 @@ bool ServeRequeue2(long waiters, long flags, long nr_wake, long nr_requeue,
     }
   }
   const auto cmpval = static_cast<uint32_t>(w[0]);
-  DepthScope depth(own_tls);
   return Requeue(static_cast<long>(w[1]),
                  FUTEX_CMP_REQUEUE | FUTEX_PRIVATE_FLAG,
                  static_cast<int>(nr_wake), static_cast<int>(nr_requeue),

@@ -318,11 +318,12 @@ int SanitizeConfig(Config* c) {
 const Config& GetConfig() {
   int s = g_state.load(std::memory_order_acquire);
   if (s == 2) return g_config;
+  // From before the claim: a handler of this thread would wait for this
+  // parse (the loop below), or leave it claimed by jumping out; the shim
+  // delivers it at the section's end.
+  SectionScope section;
   int expected = 0;
   if (g_state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
-    // A handler of this thread would wait for this parse (the loop below):
-    // the shim defers it to the section's end.
-    SectionScope section;
     g_config = ConfigFromEnvironment();
     g_state.store(2, std::memory_order_release);
   } else {

@@ -45,11 +45,13 @@ void ReadStartupCpus() {
 }
 
 void InitOnce() {
+  // From before the claim to the end: a signal handler of this thread that
+  // ran in between and locked a contended lock would wait for this very
+  // start-up, or leave it claimed for ever by jumping out; the shim
+  // delivers it at the section's end (hash/lock_section.h).
+  SectionScope section;
   int expected = 0;
   if (g_init.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
-    // A signal handler of this thread that locked a contended lock here
-    // would wait for this very start-up: the shim defers it to the end.
-    SectionScope section;
     ReadStartupCpus();
     registry::Init(g_affinity_cpus);
     TableOptions table = GetConfig().table;

@@ -221,7 +221,9 @@ ThreadData* RegisterCurrentThread() {
     }
   }
   BucketLock::CountInto(&td->counters.bucket_lock);
-  UnlockRegistry(r);
+  // The section stays open until the thread counts as registered: a
+  // handler delivered in between that parked would register it again.
+  r.lock.Unlock();
   const uint64_t serial = r.registered.fetch_add(1, std::memory_order_relaxed);
   td->slot = static_cast<uint32_t>(serial % kMaxSlotId) + 1;
   const size_t live = r.live.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -231,6 +233,7 @@ ThreadData* RegisterCurrentThread() {
   // when the program created 32 keys before ours; that must not re-enter
   // registration.
   t_registered = true;
+  LeaveSection(nullptr);
   if (index == 0) SayNoIndex(fresh);
   // The value only needs to be non-null to run the exit destructor.
   pthread_setspecific(r.exit_key, td);
