@@ -120,6 +120,12 @@ class SectionScope {
 // process's RLIMIT_SIGPENDING reached). Async-signal-safe; raw system
 // calls only.
 bool DeferSignalToSectionEnd(int sig, const void* siginfo, void* ucontext);
+// The inline test a wrapper makes first, so that a handler outside any
+// section pays no call (and no signal-stack frame) for the deferral: false
+// only where the task is certainly outside every section.
+inline bool MayBeInLockSection() {
+  return __builtin_expect(TlsMayBeShared(), 0) || t_section.sections != 0;
+}
 // Installs the process's section-exit hook (once, at start-up; the
 // runtime's deferred-unpark runner). Not async-signal-safe.
 void SetSectionExitHook(void (*hook)());

@@ -14,6 +14,8 @@
 #include "runtime/fork.h"
 #include "runtime/stats.h"
 
+extern "C" void ParklotResolveOwnLibc();
+
 namespace parklot::internal::preload {
 
 void EnableLockStats();
@@ -56,6 +58,7 @@ void SayStepsAside() {
 // another preloaded library's constructor) work: the lot initializes on
 // first use and glibc entry points resolve on first need.
 __attribute__((constructor)) void Init() {
+  ParklotResolveOwnLibc();
   RealGlibc();
   if (SteppingAside()) {
     // Nothing of the shim's runs: no configuration is read (PARKLOT_STATS,

@@ -116,16 +116,21 @@ NO_CALLS static int CompareBytes(const void* a, const void* b, size_t n) {
 }
 
 #define OWN_MEM(ret, name, params, args, fallback)                    \
-  HIDDEN ret name params {                                            \
+  static __typeof__(&name) Own_##name(void) {                         \
     static __typeof__(&name) fn;                                      \
     __typeof__(&name) f = __atomic_load_n(&fn, __ATOMIC_RELAXED);     \
     if (__builtin_expect(f == NULL, 0)) {                             \
       if (__atomic_exchange_n(&g_resolving_mem, 1, __ATOMIC_ACQUIRE)) \
-        return fallback args;                                         \
+        return NULL;                                                  \
       f = (__typeof__(&name))ParklotGlibcOwn(#name);                  \
       __atomic_store_n(&fn, f, __ATOMIC_RELAXED);                     \
       __atomic_store_n(&g_resolving_mem, 0, __ATOMIC_RELEASE);        \
     }                                                                 \
+    return f;                                                         \
+  }                                                                   \
+  HIDDEN ret name params {                                            \
+    __typeof__(&name) f = Own_##name();                               \
+    if (__builtin_expect(f == NULL, 0)) return fallback args;         \
     return f args;                                                    \
   }
 #define OWN_NORETURN(name) \
@@ -162,4 +167,21 @@ HIDDEN int open(const char* path, int flags, ...) {
     va_end(ap);
   }
   return Own_open()(path, flags, mode);
+}
+
+// Resolves every forwarder at once: called by the shim's constructor, so
+// that no first call resolves later on a signal handler's (alternate)
+// stack or inside a lock section, where the lookup's frames would add
+// their depth. A call earlier than the constructor resolves on demand.
+HIDDEN void ParklotResolveOwnLibc(void) {
+#undef OWN
+#undef OWN_VOID
+#undef OWN_MEM
+#undef OWN_NORETURN
+#define OWN(ret, name, params, args) (void)Own_##name();
+#define OWN_VOID(name, params, args) (void)Own_##name();
+#define OWN_MEM(ret, name, params, args, fallback) (void)Own_##name();
+#define OWN_NORETURN(name) (void)Own_##name();
+#include "preload/own_libc_functions.h"
+  (void)Own_open();
 }

@@ -56,7 +56,8 @@ void Wrapper(int sig, siginfo_t* info, void* context) {
   const uintptr_t word = g_handlers[sig].load(std::memory_order_acquire);
   const uintptr_t h = word & ~kFlagBits;
   if (h > reinterpret_cast<uintptr_t>(SIG_IGN)) {
-    if ((word & kResetBit) == 0 && DeferSignalToSectionEnd(sig, info, context)) {
+    if ((word & kResetBit) == 0 && MayBeInLockSection() &&
+        DeferSignalToSectionEnd(sig, info, context)) {
       return;
     }
     RunProgramHandler(
