@@ -131,8 +131,8 @@ bool DeferSignalToSectionEnd(int sig, const void* siginfo, void* ucontext) {
   return true;
 }
 
-bool InLockSection() {
-  const SectionState* s = Sections(/*claim=*/false);
+bool InSharedTlsSection() {
+  const SectionState* s = SharedTlsSections(/*claim=*/false);
   return s != nullptr && s->sections != 0;
 }
 

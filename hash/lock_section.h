@@ -94,8 +94,14 @@ inline void LeaveSection(BucketTable* table) {
 // its outermost section closes (the kernel's wake queues defer wakes the
 // same way). All three are async-signal-safe.
 
-// True while the calling thread is inside a lock section.
-bool InLockSection();
+// True while the calling task is inside a lock section. Inline: one
+// %fs-relative load where the TLS is the thread's own (the served futex
+// path and the signal wrapper ask on every call).
+bool InSharedTlsSection();
+inline bool InLockSection() {
+  if (__builtin_expect(TlsMayBeShared(), 0)) return InSharedTlsSection();
+  return t_section.sections != 0;
+}
 // A lock section around one of the lot's own locks that is not a bucket's
 // (the registry's) and around start-up (the configuration, the first
 // table): a signal arriving inside is deferred as in a bucket's.
@@ -120,12 +126,6 @@ class SectionScope {
 // process's RLIMIT_SIGPENDING reached). Async-signal-safe; raw system
 // calls only.
 bool DeferSignalToSectionEnd(int sig, const void* siginfo, void* ucontext);
-// The inline test a wrapper makes first, so that a handler outside any
-// section pays no call (and no signal-stack frame) for the deferral: false
-// only where the task is certainly outside every section.
-inline bool MayBeInLockSection() {
-  return __builtin_expect(TlsMayBeShared(), 0) || t_section.sections != 0;
-}
 // Installs the process's section-exit hook (once, at start-up; the
 // runtime's deferred-unpark runner). Not async-signal-safe.
 void SetSectionExitHook(void (*hook)());

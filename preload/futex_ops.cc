@@ -131,11 +131,9 @@ uint32_t* Word(long a) { return reinterpret_cast<uint32_t*>(a); }
 // shim does not wrap (sigvec, a raw rt_sigaction) can make such a call: the
 // shim's wrapper delivers a signal that lands in a section at its end
 // (hash/lock_section.h). Read from the section depth itself, so nothing is
-// left behind by a handler that leaves a served call by siglongjmp.
-// *counted: whether the task owns its TLS (a task on another's, OnForeignTls,
-// keeps its own section depth, hash/lock_section.h).
-[[gnu::always_inline]] inline bool MayServe(bool wake, bool* counted) {
-  *counted = !OnForeignTls();
+// left behind by a handler that leaves a served call by siglongjmp (a task
+// on another's TLS keeps a depth of its own, hash/lock_section.h).
+[[gnu::always_inline]] inline bool MayServe(bool wake) {
   return wake || !InLockSection();
 }
 
@@ -172,7 +170,7 @@ long AddForwarded(long total, long forwarded) {
 __attribute__((noinline)) bool ParkWait(uint32_t* uaddr, uint32_t val,
                                         const timespec* ts, bool relative,
                                         bool realtime, uint32_t bitset,
-                                        bool counted, long* result) {
+                                        long* result) {
   Deadline deadline = Deadline::Never();
   if (ts != nullptr) {
     if (relative) {
@@ -229,9 +227,8 @@ __attribute__((noinline)) bool ParkWait(uint32_t* uaddr, uint32_t val,
     *result = -EAGAIN;
     return true;
   }
-  bool counted;
-  if (!MayServe(false, &counted)) return false;
-  return ParkWait(uaddr, val, ts, relative, realtime, bitset, counted,
+  if (!MayServe(false)) return false;
+  return ParkWait(uaddr, val, ts, relative, realtime, bitset,
                   result);
 }
 
@@ -503,8 +500,7 @@ bool Serve(long uaddr, int op, long val, long utime, long uaddr2, long val3,
   if (!WordOk(uaddr)) return false;
   // The re-entry rule, checked by Wait itself past its first read.
   const bool wait = cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET;
-  bool own_tls = true;
-  if (!wait && !MayServe(IsWake(cmd), &own_tls)) return false;
+  if (!wait && !MayServe(IsWake(cmd))) return false;
   switch (cmd) {
     case FUTEX_WAIT:
     case FUTEX_WAIT_BITSET: {
@@ -575,8 +571,7 @@ int Futex2Index(long number) {
 bool Fits32(uint64_t v) { return v <= 0xffffffffu; }
 
 // futex_wake(uaddr, mask, nr, flags).
-bool ServeWake2(long uaddr, long mask, long nr, long flags, bool own_tls,
-                long* result) {
+bool ServeWake2(long uaddr, long mask, long nr, long flags, long* result) {
   const auto m = static_cast<uint64_t>(mask);
   // nr 0 wakes no one (FLAGS_STRICT): the kernel's own answer, 0 or its
   // error.
@@ -607,7 +602,7 @@ bool ServeWait2(long uaddr, long val, long mask, long flags, long timeout,
 // futex_requeue(waiters[2], flags, nr_wake, nr_requeue): FUTEX_CMP_REQUEUE
 // from waiters[0].uaddr (compared with waiters[0].val) to waiters[1].uaddr.
 bool ServeRequeue2(long waiters, long flags, long nr_wake, long nr_requeue,
-                   bool own_tls, long* result) {
+                   long* result) {
   if (flags != 0 || static_cast<int>(nr_wake) < 0 ||
       static_cast<int>(nr_requeue) < 0 || waiters < 0 ||
       static_cast<uintptr_t>(waiters) < MinAddress()) {
@@ -638,13 +633,12 @@ bool Serve2(long number, long a1, long a2, long a3, long a4, long a5,
   if (number == kSysFutexWait) {
     return ServeWait2(a1, a2, a3, a4, a5, result);  // Wait: the re-entry rule
   }
-  bool own_tls;
-  if (!MayServe(true, &own_tls)) return false;
+  if (!MayServe(true)) return false;
   switch (number) {
     case kSysFutexWake:
-      return ServeWake2(a1, a2, a3, a4, own_tls, result);
+      return ServeWake2(a1, a2, a3, a4, result);
     case kSysFutexRequeue:
-      return ServeRequeue2(a1, a2, a3, a4, own_tls, result);
+      return ServeRequeue2(a1, a2, a3, a4, result);
   }
   return false;  // futex_waitv: the kernel's (many words; see futex_ops.h)
 }

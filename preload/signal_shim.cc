@@ -56,7 +56,9 @@ void Wrapper(int sig, siginfo_t* info, void* context) {
   const uintptr_t word = g_handlers[sig].load(std::memory_order_acquire);
   const uintptr_t h = word & ~kFlagBits;
   if (h > reinterpret_cast<uintptr_t>(SIG_IGN)) {
-    if ((word & kResetBit) == 0 && MayBeInLockSection() &&
+    // InLockSection first, inline: a handler outside every section pays
+    // no call (and no signal-stack frame) for the deferral.
+    if ((word & kResetBit) == 0 && InLockSection() &&
         DeferSignalToSectionEnd(sig, info, context)) {
       return;
     }

@@ -13,10 +13,11 @@
 #include <sys/resource.h>
 
 #include "tests/preload/shim_test_util.h"
+#include "tests/preload/address_space_util.h"
 
 #include <semaphore.h>
 
-enum { kWorkers = 24, kIters = 2000, kMaxMaps = 4096 };
+enum { kWorkers = 24, kIters = 2000 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
@@ -44,42 +45,6 @@ static void* worker(void* arg) {
   return NULL;
 }
 
-static void* g_maps[kMaxMaps];
-static size_t g_map_sizes[kMaxMaps];
-static int g_nmaps;
-
-/* Caps the address space near its current size and maps away what is
- * left. Returns the bytes mapped away. */
-static long exhaust(struct rlimit* old) {
-  long pages = 0;
-  FILE* f = fopen("/proc/self/statm", "r");
-  if (f == NULL || fscanf(f, "%ld", &pages) != 1) FATAL("statm");
-  fclose(f);
-  if (getrlimit(RLIMIT_AS, old) != 0) FATAL("getrlimit");
-  const rlim_t cap = (rlim_t)pages * 4096 + (8 << 20);
-  struct rlimit rl = {cap, old->rlim_max};
-  if (setrlimit(RLIMIT_AS, &rl) != 0) FATAL("setrlimit: %s", strerror(errno));
-  long filled = 0;
-  for (size_t sz = 1 << 20; sz >= 4096; sz /= 2) {
-    for (;;) {
-      void* p = mmap(NULL, sz, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (p == MAP_FAILED) break;
-      if (g_nmaps == kMaxMaps) FATAL("too many maps");
-      g_maps[g_nmaps] = p;
-      g_map_sizes[g_nmaps++] = sz;
-      filled += (long)sz;
-    }
-  }
-  return filled;
-}
-
-static void give_back(const struct rlimit* old) {
-  for (int i = 0; i < g_nmaps; ++i) munmap(g_maps[i], g_map_sizes[i]);
-  g_nmaps = 0;
-  if (setrlimit(RLIMIT_AS, old) != 0) SHIM_FAIL("setrlimit back");
-}
-
 int main(int argc, char** argv) {
   shim_test_start("oom_prog", 60);
   const int keep = argc > 1 && strcmp(argv[1], "--keep-exhausted") == 0;
@@ -93,7 +58,7 @@ int main(int argc, char** argv) {
     if (pthread_create(&t[i], &attr, worker, (void*)i) != 0) FATAL("pthread_create");
   }
   struct rlimit old;
-  const long filled = exhaust(&old);
+  const long filled = shim_exhaust_address_space(&old, 0);
   void* probe = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CHECK(probe == MAP_FAILED);
   printf("address space exhausted (%ld MiB mapped away); first lock\n",
@@ -107,7 +72,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < kWorkers; ++i) CHECK_RC(pthread_join(t[i], NULL), 0);
   CHECK(g_counter == (long)kWorkers * kIters);
   CHECK(g_turn == kWorkers);
-  if (!keep) give_back(&old);
+  if (!keep) shim_give_back_address_space(&old);
   printf("%d workers: %ld lock acquisitions counted\n", kWorkers, g_counter);
   return shim_test_finish();
 }

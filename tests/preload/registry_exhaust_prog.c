@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 
 #include "tests/preload/shim_test_util.h"
+#include "tests/preload/address_space_util.h"
 
 #include <semaphore.h>
 
@@ -31,7 +32,6 @@ enum {
   kLate = 3,           /* threads past the first chunk */
   kStack = 64 << 10,   /* per thread, program-supplied */
   kIters = 20000,
-  kMaxMaps = 8192,
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -115,50 +115,6 @@ static void* late(void* arg) {
   return NULL;
 }
 
-static void* g_maps[kMaxMaps];
-static size_t g_map_sizes[kMaxMaps];
-static int g_nmaps;
-
-/* Caps the address space at its current size plus a little, maps away what
- * is left, then gives back `slack` bytes in pages (glibc's calloc of a new
- * thread's DTV may need them; the registry's 304 KiB chunk must not fit). */
-static void exhaust(struct rlimit* old, long slack) {
-  long pages = 0;
-  FILE* f = fopen("/proc/self/statm", "r");
-  if (f == NULL || fscanf(f, "%ld", &pages) != 1) FATAL("statm");
-  fclose(f);
-  if (getrlimit(RLIMIT_AS, old) != 0) FATAL("getrlimit");
-  const rlim_t cap = (rlim_t)pages * 4096 + (8 << 20);
-  struct rlimit rl = {cap, old->rlim_max};
-  if (setrlimit(RLIMIT_AS, &rl) != 0) FATAL("setrlimit: %s", strerror(errno));
-  for (size_t sz = 1 << 20; sz >= 4096; sz /= 2) {
-    for (;;) {
-      void* p = mmap(NULL, sz, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (p == MAP_FAILED) break;
-      if (g_nmaps == kMaxMaps) FATAL("too many maps");
-      g_maps[g_nmaps] = p;
-      g_map_sizes[g_nmaps++] = sz;
-    }
-  }
-  while (slack > 0 && g_nmaps > 0) {
-    /* The tail of the last map, so no more than `slack` comes back. */
-    const size_t cut = g_map_sizes[g_nmaps - 1] < (size_t)slack
-                           ? g_map_sizes[g_nmaps - 1]
-                           : (size_t)slack;
-    g_map_sizes[g_nmaps - 1] -= cut;
-    munmap((char*)g_maps[g_nmaps - 1] + g_map_sizes[g_nmaps - 1], cut);
-    if (g_map_sizes[g_nmaps - 1] == 0) --g_nmaps;
-    slack -= (long)cut;
-  }
-}
-
-static void give_back(const struct rlimit* old) {
-  for (int i = 0; i < g_nmaps; ++i) munmap(g_maps[i], g_map_sizes[i]);
-  g_nmaps = 0;
-  if (setrlimit(RLIMIT_AS, old) != 0) SHIM_FAIL("setrlimit back");
-}
-
 static pthread_t start_on(char* stack, void* (*fn)(void*), long arg) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -210,7 +166,7 @@ int main(void) {
   dup2(err_pipe[1], STDERR_FILENO);
 
   struct rlimit old;
-  exhaust(&old, 128 << 10);
+  shim_exhaust_address_space(&old, 128 << 10);
   void* probe = mmap(NULL, 304 << 10, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   const int chunk_fits = probe != MAP_FAILED;
@@ -240,7 +196,7 @@ int main(void) {
   for (int i = 0; i < kLate; ++i) {
     CHECK_RC(pthread_join(t[kWorkers + i], NULL), 0);
   }
-  give_back(&old);
+  shim_give_back_address_space(&old);
 
   fflush(stderr);
   dup2(saved_err, STDERR_FILENO);
