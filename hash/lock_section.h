@@ -102,15 +102,24 @@ inline bool InLockSection() {
   if (__builtin_expect(TlsMayBeShared(), 0)) return InSharedTlsSection();
   return t_section.sections != 0;
 }
-// A lock section around one of the lot's own locks that is not a bucket's
-// (the registry's) and around start-up (the configuration, the first
-// table): a signal arriving inside is deferred as in a bucket's.
+// A lock section around more than a bucket lock: one of the lot's own locks
+// that is not a bucket's (the registry's), start-up (the configuration, the
+// first table), and an unpark's wakes after its bucket section (a handler
+// that left by siglongjmp between the two would strand the threads taken
+// off the queue). A signal arriving inside is deferred as in a bucket's.
+// `table`: the table whose collision growth may run at the section's end,
+// as for a ReadSection (nullptr: none).
 class SectionScope {
  public:
-  SectionScope() { EnterSection(); }
-  ~SectionScope() { LeaveSection(nullptr); }
+  explicit SectionScope(BucketTable* table = nullptr) : table_(table) {
+    EnterSection();
+  }
+  ~SectionScope() { LeaveSection(table_); }
   SectionScope(const SectionScope&) = delete;
   SectionScope& operator=(const SectionScope&) = delete;
+
+ private:
+  BucketTable* const table_;
 };
 // Called by a signal handler wrapper (the shim's) first: if its task is
 // inside a lock section and the signal is asynchronous (not a fault the

@@ -307,11 +307,15 @@ void CountUnparks(ThreadData* self, size_t n) {
 
 // The frame of every unpark on one key: pins the table (ReadSection), locks
 // `key`'s bucket, runs `body(bucket, &wakes)`, unlocks, and issues the
-// FUTEX_WAKEs `body` queued once the section has closed. Takes a bucket
-// lock: callers outside a lock section only.
+// FUTEX_WAKEs `body` queued once the bucket's section has closed. Takes a
+// bucket lock: callers outside a lock section only. An outer section spans
+// the wakes too: the threads `body` took off the queue are woken only here,
+// so a signal handler must not run (and leave by siglongjmp) in between; a
+// signal that lands there is delivered after the wakes (hash/lock_section.h).
 template <typename Body>
 void WithBucket(uintptr_t key, Body body) {
   BucketTable& table = GlobalTable();
+  SectionScope until_woken(&table);
   WakeList wakes;
   {
     BucketTable::ReadSection rs(table);
@@ -328,6 +332,7 @@ void WithBucket(uintptr_t key, Body body) {
 template <typename Body>
 void WithBucketPair(uintptr_t from, uintptr_t to, Body body) {
   BucketTable& table = GlobalTable();
+  SectionScope until_woken(&table);  // as in WithBucket
   WakeList wakes;
   {
     BucketTable::ReadSection rs(table);
@@ -402,6 +407,7 @@ void UnparkEveryone() {
   for (;;) {
     size_t size = 0;
     for (size_t i = 0;; ++i) {
+      SectionScope until_woken(&table);  // as in WithBucket
       WakeList wakes;
       {
         BucketTable::ReadSection rs(table);
