@@ -14,10 +14,13 @@
 // PARKLOT_PROFILE with %p), which the launcher copies to its own stderr as
 // they appear and after CMD exits, so a program that closes its stderr
 // (sort, xz) still gets its report. Profiles are moved to FILE (%p = the
-// pid) and named. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the launcher
-// are passed to CMD (a terminal's, sent to the whole process group, reaches
-// CMD itself); the launcher exits with CMD's status, 128+N when a signal N
-// ended it.
+// pid) and named; where a report that was asked for has nothing to say,
+// one line says so. The launcher outlives CMD: SIGINT, SIGTERM, SIGHUP,
+// SIGQUIT and every other catchable signal that would end it are passed to
+// CMD (a terminal's, sent to the whole process group, reaches CMD itself),
+// SIGPIPE is ignored (a reader that left just stops the copying), and it
+// exits with CMD's status, 128+N when a signal N ended it, after removing
+// the directory.
 //
 // C-style on purpose: it needs libc alone (no libstdc++ to load).
 #include <dirent.h>
@@ -54,15 +57,22 @@ namespace {
   exit(2);
 }
 
-// CMD as execvp would find it, in `out`; false if none.
-bool Resolve(const char* cmd, char* out, size_t size) {
+// CMD as execvp would find it, in `out`. Returns 0, or why not: ENOENT
+// (nothing by that name), EACCES (found but not executable), EISDIR (a
+// directory named with a '/'), or what stat said of a path with a '/'.
+// A path search skips directories, as bash does, and goes past a file that
+// is not executable, as execvp does, but reports it if nothing else is found.
+int Resolve(const char* cmd, char* out, size_t size) {
+  struct stat st;
   if (strchr(cmd, '/') != nullptr) {
-    if (access(cmd, X_OK) != 0) return false;
     snprintf(out, size, "%s", cmd);
-    return true;
+    if (stat(cmd, &st) != 0) return errno;
+    if (S_ISDIR(st.st_mode)) return EISDIR;
+    return access(cmd, X_OK) == 0 ? 0 : errno;
   }
   const char* path = getenv("PATH");
   if (path == nullptr) path = "/usr/local/bin:/usr/bin:/bin";
+  char denied[PATH_MAX] = "";
   for (const char* p = path;; ) {
     const char* end = strchr(p, ':');
     const size_t len = end ? static_cast<size_t>(end - p) : strlen(p);
@@ -71,13 +81,16 @@ bool Resolve(const char* cmd, char* out, size_t size) {
     } else {
       snprintf(out, size, "%.*s/%s", static_cast<int>(len), p, cmd);
     }
-    struct stat st;
-    if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0) {
-      return true;
+    if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+      if (access(out, X_OK) == 0) return 0;
+      if (denied[0] == '\0') snprintf(denied, sizeof(denied), "%s", out);
     }
-    if (end == nullptr) return false;
+    if (end == nullptr) break;
     p = end + 1;
   }
+  if (denied[0] == '\0') return ENOENT;
+  snprintf(out, size, "%s", denied);
+  return EACCES;
 }
 
 bool ReadAt(int fd, void* buf, size_t size, off_t off) {
@@ -381,6 +394,34 @@ void MoveProfiles(const char* pattern) {
   closedir(d);
 }
 
+// Whether a file whose name starts with `name` is in the directory, and,
+// given `text`, has a line holding it.
+bool Found(const char* name, const char* text) {
+  DIR* d = opendir(g_dir);
+  if (d == nullptr) return false;
+  bool found = false;
+  while (const dirent* e = readdir(d)) {
+    if (found || strncmp(e->d_name, name, strlen(name)) != 0) continue;
+    if (text == nullptr) {
+      found = true;
+      continue;
+    }
+    const int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    FILE* f = fd >= 0 ? fdopen(fd, "r") : nullptr;
+    if (f == nullptr) {
+      if (fd >= 0) close(fd);
+      continue;
+    }
+    char* line = nullptr;
+    size_t cap = 0;
+    while (!found && getline(&line, &cap, f) > 0) found = strstr(line, text) != nullptr;
+    free(line);
+    fclose(f);
+  }
+  closedir(d);
+  return found;
+}
+
 void RemoveDir() {
   DIR* d = opendir(g_dir);
   if (d != nullptr) {
@@ -440,10 +481,16 @@ int main(int argc, char** argv) {
   char** cmd = argv + i;
   if (profile_rate != nullptr && profile == nullptr) profile = "./parklot-%p.prof";
 
+  // As a shell says it: 127 for nothing to run, 126 for something that
+  // cannot be run (bash, env, perf and valgrind agree).
   char path[PATH_MAX];
-  if (!Resolve(cmd[0], path, sizeof(path))) {
-    fprintf(stderr, "parklot: %s: command not found\n", cmd[0]);
-    return 127;
+  if (const int err = Resolve(cmd[0], path, sizeof(path)); err != 0) {
+    if (err == ENOENT && strchr(cmd[0], '/') == nullptr) {
+      fprintf(stderr, "parklot: %s: command not found\n", cmd[0]);
+    } else {
+      fprintf(stderr, "parklot: %s: %s\n", path, strerror(err));
+    }
+    return err == ENOENT || err == ENOTDIR ? 127 : 126;
   }
   char shim[PATH_MAX];
   if (!FindShim(shim, sizeof(shim))) {
@@ -486,6 +533,25 @@ int main(int argc, char** argv) {
     return errno == ENOENT ? 127 : 126;
   }
 
+  // The launcher outlives CMD whatever happens to it, as perf and valgrind
+  // do, so that it can always reap CMD and remove its directory: SIGPIPE is
+  // ignored (a reader of the reports that left, `| head`, makes writes fail
+  // with EPIPE, and the copying just stops), and every other catchable
+  // signal that would end it is taken with sigtimedwait and passed to CMD,
+  // which then ends or not as it chooses. They are blocked before the
+  // directory exists, so none ends the launcher with the directory there.
+  // SIGCHLD must not be ignored (an inherited SIG_IGN would reap the child
+  // before waitpid sees it).
+  const bool pipe_ignored = signal(SIGPIPE, SIG_IGN) == SIG_IGN;
+  signal(SIGCHLD, SIG_DFL);
+  sigset_t wanted, old_mask;
+  sigemptyset(&wanted);
+  static const int kSignals[] = {SIGCHLD, SIGINT,  SIGTERM, SIGHUP,    SIGQUIT, SIGALRM, SIGUSR1,
+                                 SIGUSR2, SIGPROF, SIGIO,   SIGVTALRM, SIGPWR,  SIGSTKFLT};
+  for (int s : kSignals) sigaddset(&wanted, s);
+  for (int s = SIGRTMIN; s <= SIGRTMAX; ++s) sigaddset(&wanted, s);
+  sigprocmask(SIG_BLOCK, &wanted, &old_mask);
+
   // The private directory the processes write their reports into.
   const char* tmp = getenv("TMPDIR");
   if (tmp == nullptr || tmp[0] != '/') tmp = "/tmp";
@@ -511,20 +577,16 @@ int main(int argc, char** argv) {
     setenv("PARKLOT_PROFILE", var, 1);
   }
 
-  // Signals are taken with sigtimedwait; SIGCHLD must not be ignored (an
-  // inherited SIG_IGN would reap the child before waitpid sees it).
-  signal(SIGCHLD, SIG_DFL);
-  sigset_t wanted, old_mask;
-  sigemptyset(&wanted);
-  static const int kSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-  for (int s : kSignals) sigaddset(&wanted, s);
-  sigprocmask(SIG_BLOCK, &wanted, &old_mask);
-
   // posix_spawn (a vfork underneath): no copy of the launcher's memory.
+  // CMD gets the signal mask and the SIGPIPE the launcher was given.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setsigmask(&attr, &old_mask);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  sigset_t pipe_default;
+  sigemptyset(&pipe_default);
+  if (!pipe_ignored) sigaddset(&pipe_default, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attr, &pipe_default);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t child;
   const int err = posix_spawn(&child, path, nullptr, &attr, cmd, environ);
   posix_spawnattr_destroy(&attr);
@@ -556,6 +618,23 @@ int main(int argc, char** argv) {
   }
   Drain();
   if (profile != nullptr) MoveProfiles(profile);
+  // Where a report would have said something, silence would leave the user
+  // guessing whether the option worked: one line each. Statistics and
+  // profiles are written at exit, so only a CMD that exited can be said to
+  // have none; a cycle is reported when it is found.
+  const bool exited = WIFEXITED(status);
+  if (stats && exited && !Found("stats.", nullptr)) {
+    fprintf(stderr, "parklot: %s: no lock was served\n", cmd[0]);
+  }
+  if (profile != nullptr && exited && !Found("profile.", nullptr)) {
+    fprintf(stderr, "parklot: %s: no wait was sampled\n", cmd[0]);
+  }
+  // A detection that never ran (its object did not load) found nothing
+  // either, but its report says why: no line then.
+  if (deadlock != nullptr && !Found("report.", "parklot: lock-order cycle") &&
+      !Found("report.", "parklot: deadlock:") && !Found("report.", "detection off")) {
+    fprintf(stderr, "parklot: %s: no lock-order cycle\n", cmd[0]);
+  }
   RemoveDir();
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
