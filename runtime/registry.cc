@@ -96,9 +96,12 @@ constexpr uint32_t kChunkSlots = 1u << 12;
 struct IndexChunk {
   ParkRecord records[kChunkSlots];
   std::atomic<ThreadData*> by_index[kChunkSlots];
-  uint32_t free_stack[kChunkSlots];
+  uint32_t free_stack[kChunkSlots] = {};
 };
-IndexChunk g_first_chunk;
+// constinit: zero-initialized in .bss, so no constructor runs at load time
+// and no page of it is touched before the first registration (a dynamic
+// initializer wrote all 304 KiB, 76 pages, in every process).
+constinit IndexChunk g_first_chunk;
 IndexChunk* g_chunks[kMaxSlots / kChunkSlots] = {&g_first_chunk};
 
 std::atomic<ThreadData*>& ByIndex(uint32_t i) {
