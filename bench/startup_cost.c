@@ -1,6 +1,7 @@
 /* What a preload library costs a process that never contends: the CPU
  * time (user + system, from wait4's rusage) to start and end a program,
- * and to start a burst of threads that each take one lock once, under
+ * and to start a burst of threads that each take one lock once, and the
+ * page faults of each (from the same rusage), under
  * each LD_PRELOAD value given, side by side with none. Configurations run
  * in turn within every round (interleaved); the report gives each one's
  * median [min - max] and its ratio to the plain run.
@@ -73,12 +74,15 @@ static char** env_with_preload(const char* preload, char var[4096]) {
 }
 
 /* Runs argv with LD_PRELOAD=preload (NULL: none) `times` times; returns
- * the children's CPU microseconds per run, or -1. */
-static double run(char* const argv[], const char* preload, int times) {
+ * the children's CPU microseconds per run, or -1, and sets *faults to
+ * their page faults per run (minor and major: on a machine where a fault
+ * is expensive, the count is the cost a preload adds). */
+static double run(char* const argv[], const char* preload, int times,
+                  double* faults) {
   char var[4096];
   char** env = env_with_preload(preload, var);
   if (env == NULL) return -1;
-  double us = 0;
+  double us = 0, flt = 0;
   for (int i = 0; i < times; ++i) {
     pid_t pid;
     if (posix_spawn(&pid, argv[0], NULL, NULL, argv, env) != 0) return -1;
@@ -92,8 +96,10 @@ static double run(char* const argv[], const char* preload, int times) {
     }
     us += ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec +
           ru.ru_stime.tv_sec * 1e6 + ru.ru_stime.tv_usec;
+    flt += (double)(ru.ru_minflt + ru.ru_majflt);
   }
   free(env);
+  *faults = flt / times;
   return us / times;
 }
 
@@ -166,7 +172,7 @@ static double median(double* v, int n) {
 static void report(const char* what, const char* unit, double scale,
                    const char* names[], double v[][kMaxRounds], int configs,
                    int rounds) {
-  printf("%s (CPU %s per run, median [min - max] of %d interleaved rounds)\n",
+  printf("%s (%s per run, median [min - max] of %d interleaved rounds)\n",
          what, unit, rounds);
   const double base = median(v[0], rounds);
   for (int c = 0; c < configs; ++c) {
@@ -218,11 +224,19 @@ int main(int argc, char** argv) {
   char* start_argv[] = {prog, NULL};
   char* burst_argv[] = {self, burst_arg, NULL};
   static double start[kMaxConfigs][kMaxRounds], thr[kMaxConfigs][kMaxRounds];
+  static double start_faults[kMaxConfigs][kMaxRounds];
+  static double thr_faults[kMaxConfigs][kMaxRounds];
   for (int r = 0; r < rounds; ++r) {
     for (int c = 0; c < configs; ++c) {
+      /* perf counts CPU only: the faults then come from 10 spawns more. */
       start[c][r] = perf > 0 ? run_perf(prog, preloads[c], perf)
-                             : run(start_argv, preloads[c], spawns);
-      thr[c][r] = run(burst_argv, preloads[c], 1);
+                             : run(start_argv, preloads[c], spawns,
+                                   &start_faults[c][r]);
+      if (perf > 0 &&
+          run(start_argv, preloads[c], 10, &start_faults[c][r]) < 0) {
+        return 1;
+      }
+      thr[c][r] = run(burst_argv, preloads[c], 1, &thr_faults[c][r]);
       if (start[c][r] < 0 || thr[c][r] < 0) return 1;
     }
   }
@@ -235,9 +249,11 @@ int main(int argc, char** argv) {
     snprintf(what, sizeof(what), "process start and exit: %s, %d spawns a round",
              prog, spawns);
   }
-  report(what, "ms", 1e3, names, start, configs, rounds);
+  report(what, "CPU ms", 1e3, names, start, configs, rounds);
+  report(what, "page faults", 1, names, start_faults, configs, rounds);
   snprintf(what, sizeof(what), "thread burst: %d threads, each locks once",
            threads);
-  report(what, "ms", 1e3, names, thr, configs, rounds);
+  report(what, "CPU ms", 1e3, names, thr, configs, rounds);
+  report(what, "page faults", 1, names, thr_faults, configs, rounds);
   return 0;
 }
