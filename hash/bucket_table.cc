@@ -199,7 +199,10 @@ BucketTable::BucketTable(const TableOptions& options) : options_(options) {
                       ? kMaxTableBuckets
                       : options_.max_collision_buckets);
   sample_collisions_ = options_.policy == GrowthPolicy::kAdaptive;
-  if (options_.cpus == 0) {
+  // Only the `cpus` policy sizes by CPUs (a table made directly, as tests
+  // and benchmarks make them; the runtime passes the count it read at
+  // start-up, docs/design.md section 3.13).
+  if (options_.cpus == 0 && options_.policy == GrowthPolicy::kCpus) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     options_.cpus = n > 0 ? static_cast<size_t>(n) : 1;
   }

@@ -116,7 +116,8 @@ struct TableOptions {
   // 1 - e^(-1/4) = 22%, queues stay under one waiter on average, it matches
   // the kernel's own 4x factor, and it costs 256 B of table per thread.
   double load_factor = 4.0;
-  // CPUs for kCpus; 0 = the online CPU count.
+  // CPUs for kCpus; 0 = the online CPU count, read by the constructor for
+  // kCpus only (other policies leave it 0: no system call).
   size_t cpus = 0;
   // kAdaptive: collisions alone never grow the table past this (rounded up
   // to a power of two; max_buckets still caps everything). Live threads

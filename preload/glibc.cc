@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "base/text.h"
+#include "preload/own_libc.h"
 #include "preload/shim.h"
 
 namespace parklot::internal::preload {
@@ -79,18 +80,14 @@ void* g_program_clock_object;  // the base of the library that defines it
 }  // namespace
 
 void ResolveProgramClock() {
-  // glibc's own, from libc's handle (RTLD_NEXT could find the faking
-  // library); NOLOAD: libc is loaded, nothing else is.
-  void* libc = RealGlibc().dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-  if (libc == nullptr) return;
-  auto kernel = reinterpret_cast<ClockGettime>(
-      dlvsym(libc, "clock_gettime", "GLIBC_2.17"));
+  // glibc's own, from libc's symbol table (RTLD_NEXT could find the faking
+  // library; a dlopen of libc's handle allocated, in every process).
+  auto kernel = reinterpret_cast<ClockGettime>(ParklotGlibcOwn("clock_gettime"));
   auto program =
       reinterpret_cast<ClockGettime>(dlsym(RTLD_DEFAULT, "clock_gettime"));
-  dlclose(libc);
   // A failed lookup leaves no error for the program's first dlerror().
-  if (kernel == nullptr || program == nullptr) dlerror();
-  if (kernel == nullptr || program == nullptr || kernel == program) return;
+  if (program == nullptr) dlerror();
+  if (program == nullptr || kernel == program) return;
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(program), &info) == 0) return;
   g_program_clock_object = info.dli_fbase;

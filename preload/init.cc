@@ -8,13 +8,13 @@
 #include "preload/diag/deadlock.h"
 #include "preload/diag/profile.h"
 #include "preload/diag/report.h"
+#include "preload/own_libc.h"
 #include "preload/shim.h"
 #include "preload/task_model.h"
 #include "runtime/config.h"
 #include "runtime/fork.h"
+#include "runtime/global_table.h"
 #include "runtime/stats.h"
-
-extern "C" void ParklotResolveOwnLibc();
 
 namespace parklot::internal::preload {
 
@@ -70,6 +70,8 @@ __attribute__((constructor)) void Init() {
   ResolveProgramClock();
   RegisterForkStep(ForkStep::kShimStandIns, &kStandInsForkStep);
   const Config& config = GetConfig();
+  // Before main, and so before any sandbox, where the policy needs it.
+  ReadOnlineCpus();
   if (config.stats || config.deadlock != DeadlockMode::kOff ||
       config.profile_path != nullptr) {
     InitReportSinks(config);

@@ -41,6 +41,7 @@
 
 #include "base/futex.h"
 #include "preload/call_as.h"
+#include "preload/own_libc.h"
 #include "preload/shim.h"
 #include "preload/symbol_versions.h"
 
@@ -337,8 +338,7 @@ PARKLOT_NOSAN void* Lookup(void* handle, const char* name, const char* version,
 }  // namespace parklot::internal::preload
 
 extern "C" {
-// own_libc.h: glibc's own definition of `name` (its default version), an
-// indirect function resolved as the loader would; fatal if libc lacks it.
+// own_libc.h.
 __attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotGlibcOwn(
     const char* name) {
   using namespace parklot::internal::preload;

@@ -23,26 +23,43 @@ namespace {
 
 alignas(BucketTable) unsigned char g_table_storage[sizeof(BucketTable)];
 
-// The CPUs at start-up: in the affinity mask (the spin policy's) and online
-// (the `cpus` growth policy's). Read by a load-time constructor, before
-// main and so before any sandbox the program installs (docs/design.md section
-// 6, invariant 9: glibc makes no sched_getaffinity for a program that never
-// asks), or by the first use of the lot if that comes earlier (another
-// library's constructor). Written once before any thread can read them. The same
-// moment reads whether the process starts real-time
-// (ReadStartupScheduling).
+// The CPUs at start-up: in the affinity mask (the spin policy's), read by
+// a load-time constructor, before main and so before any sandbox the
+// program installs (docs/design.md section 6, invariant 9: glibc makes no
+// sched_getaffinity for a program that never asks), or by the first use of
+// the lot if that comes earlier (another library's constructor). Written
+// once before any thread can read it. The same moment reads whether the
+// process starts real-time (ReadStartupScheduling).
 size_t g_affinity_cpus = 0;
-size_t g_online_cpus = 0;
+// The online CPUs (the `cpus` growth policy's alone): 0 until
+// ReadOnlineCpus. Reading them costs an open, a read and a close of
+// /sys/devices/system/cpu/online, so only a process whose policy is
+// `cpus` pays it (docs/design.md section 3.13).
+std::atomic<size_t> g_online_cpus{0};
 
 void ReadStartupCpus() {
   if (g_affinity_cpus != 0) return;
   ReadStartupScheduling();
   cpu_set_t set;
   const int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  g_online_cpus = online > 0 ? static_cast<size_t>(online) : 1;
   g_affinity_cpus = n > 0 ? static_cast<size_t>(n) : 1;
 }
+
+}  // namespace
+
+void ReadOnlineCpus() {
+  if (g_online_cpus.load(std::memory_order_relaxed) != 0 ||
+      GetConfig().table.policy != GrowthPolicy::kCpus) {
+    return;
+  }
+  // Racing readers (the shim's constructor, a first use from another
+  // library's thread) store the same count.
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  g_online_cpus.store(online > 0 ? static_cast<size_t>(online) : 1,
+                      std::memory_order_relaxed);
+}
+
+namespace {
 
 void InitOnce() {
   // From before the claim to the end: a signal handler of this thread that
@@ -54,8 +71,9 @@ void InitOnce() {
   if (g_init.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
     ReadStartupCpus();
     registry::Init(g_affinity_cpus);
+    ReadOnlineCpus();
     TableOptions table = GetConfig().table;
-    if (table.cpus == 0) table.cpus = g_online_cpus;
+    if (table.cpus == 0) table.cpus = g_online_cpus.load(std::memory_order_relaxed);
     new (g_table_storage) BucketTable(table);
     if (GetConfig().stats) BucketLock::EnableHoldTiming();
     InstallDeferredUnparkRunner();

@@ -26,6 +26,12 @@ inline bool LotInitialized() {
 // thread's registration) is mmap-ed, and a failed mapping falls back
 // (BucketTable).
 BucketTable& GlobalTable();
+// Reads the online CPU count the `cpus` growth policy sizes the table by,
+// once, and only where GetConfig() (which it fixes) chose that policy.
+// The shim calls it at load time, so the read comes before any sandbox;
+// the lot's first use calls it otherwise. Thread-safe (racing calls store
+// the same count).
+void ReadOnlineCpus();
 
 }  // namespace parklot::internal
 

@@ -112,6 +112,15 @@ TEST(BucketTable, DefaultsAreAdaptivePolicySixteenBuckets) {
   EXPECT_EQ(t.options().load_factor, 4.0);
   // The default cap covers 100,000 threads at the default load factor.
   EXPECT_GE(t.options().max_buckets, RoundUpPow2(100000 * 4));
+  // Only the cpus policy reads the online CPUs (a system call the other
+  // policies never need): cpus stays 0 here.
+  EXPECT_EQ(t.options().cpus, 0u);
+}
+
+TEST(BucketTable, CpusPolicyCountsTheOnlineCpus) {
+  TableOptions o;
+  o.policy = GrowthPolicy::kCpus;
+  BucketTable t{o};
   // cpus = 0 means "the online CPUs", as Linux's num_online_cpus().
   EXPECT_EQ(t.options().cpus,
             static_cast<size_t>(sysconf(_SC_NPROCESSORS_ONLN)));
