@@ -4,12 +4,15 @@
 // installed shim is stripped): where a thread's data lies in its TLS, how
 // it leads to its queue record, and the offsets of the fields, the way
 // glibc describes its thread descriptor to libthread_db (the _thread_db_*
-// symbols). Read-only for the program; one 64-byte object, written once at
-// load.
+// symbols), and by `parklot top` (tools/parklot_top.cc), which reads it from
+// another process with process_vm_readv and, having no thread's %fs_base
+// without ptrace, finds the threads through the registry it describes.
+// Read-only for the program; one 96-byte object, written once at load.
 // docs/design.md §5.17.
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/registry.h"
 #include "runtime/thread_data.h"
 #include "sync/mutex.h"
 #include "sync/shared_mutex.h"
@@ -47,8 +50,19 @@ struct DebugInfo {
   // last queueing.
   uint32_t parked_since_offset;
   uint32_t own_record_offset;  // in the thread data
+  // Layout version 3: the registry (runtime/registry.h registry::Layout),
+  // addresses in this process: the array of chunk_count chunk pointers,
+  // each chunk with chunk_slots ThreadData pointers at by_index_offset, and
+  // the highest registry index handed out (uint32_t). The first 64 bytes
+  // are version 2's.
+  uint64_t registry_chunks;
+  uint64_t registry_highest;
+  uint32_t registry_chunk_count;
+  uint32_t registry_chunk_slots;
+  uint32_t registry_by_index_offset;
+  uint32_t reserved;
 };
-static_assert(sizeof(DebugInfo) == 64, "one cache line, a fixed layout");
+static_assert(sizeof(DebugInfo) == 96, "a fixed layout");
 
 }  // namespace parklot::internal::preload
 
@@ -76,7 +90,7 @@ extern "C" {
 __attribute__((visibility("default"), used))
 parklot::internal::preload::DebugInfo parklot_debug_info = {
         0x544c4b50,  // "PKLT" little-endian
-        2,
+        3,
         0,
         kRecordPointerOffset,
         kKeyOffset,
@@ -91,6 +105,7 @@ parklot::internal::preload::DebugInfo parklot_debug_info = {
             parklot::internal::SharedMutexCore::kOwnerMask)),
         kParkedSinceOffset,
         kOwnRecordOffset,
+        0, 0, 0, 0, 0, 0,  // the registry's, set below
 };
 }  // extern "C"
 
@@ -105,6 +120,13 @@ __attribute__((constructor)) void NoteRecordOffset() {
       reinterpret_cast<uintptr_t>(&parklot::internal::t_data) - tp);
   parklot_debug_info.mutex_slot_shift = static_cast<uint32_t>(__builtin_ctz(
       parklot::internal::MutexCore::OwnerWord(1) & ~parklot::internal::MutexCore::kLocked));
+  const parklot::internal::registry::Layout r =
+      parklot::internal::registry::DebugLayout();
+  parklot_debug_info.registry_chunks = reinterpret_cast<uintptr_t>(r.chunks);
+  parklot_debug_info.registry_highest = reinterpret_cast<uintptr_t>(r.highest);
+  parklot_debug_info.registry_chunk_count = r.chunk_count;
+  parklot_debug_info.registry_chunk_slots = r.chunk_slots;
+  parklot_debug_info.registry_by_index_offset = r.by_index_offset;
 }
 
 }  // namespace

@@ -76,10 +76,11 @@ __attribute__((constructor)) void Init() {
       config.profile_path != nullptr) {
     InitReportSinks(config);
   }
-  if (config.stats || config.deadlock != DeadlockMode::kOff) {
-    // Both name call sites with the diagnostics object's symbolizer; the
-    // detector is in it too. A plain run, or profiles alone (pprof
-    // symbolizes them), never loads it.
+  if (config.stats || config.deadlock != DeadlockMode::kOff ||
+      config.profile_path != nullptr) {
+    // All three name locks and call sites with the diagnostics object's
+    // symbolizers (a profile its `# lock` lines; pprof names its stacks);
+    // the detector is in it too. A plain run never loads it.
     LoadDiagnostics();
   }
   if (config.deadlock != DeadlockMode::kOff) EnableDeadlockDetection(config);

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <pthread.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <new>
 
@@ -296,6 +297,11 @@ uint64_t ThreadsRegistered() {
 uint32_t HighestIndex() {
   if (!LotInitialized()) return 0;
   return Reg().highest.load(std::memory_order_relaxed);
+}
+
+Layout DebugLayout() {
+  return Layout{g_chunks, &Reg().highest, kMaxSlots / kChunkSlots, kChunkSlots,
+                static_cast<uint32_t>(offsetof(IndexChunk, by_index))};
 }
 
 void Init(size_t cpus) {

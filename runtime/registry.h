@@ -58,6 +58,21 @@ void LockForFork();
 void UnlockAfterFork();
 void ResetInForkChild();
 
+// Where the registry keeps its threads, for a reader in another process
+// (`parklot top`, through the shim's parklot_debug_info, preload/debug_info.cc):
+// `chunks` is an array of `chunk_count` pointers (nullptr: not mapped), each
+// to a chunk whose `by_index_offset` holds `chunk_slots` ThreadData pointers
+// (nullptr: a free index); `highest` is HighestIndex()'s word. Addresses in
+// this process.
+struct Layout {
+  const void* chunks;
+  const void* highest;
+  uint32_t chunk_count;
+  uint32_t chunk_slots;
+  uint32_t by_index_offset;
+};
+Layout DebugLayout();
+
 }  // namespace registry
 
 }  // namespace parklot::internal

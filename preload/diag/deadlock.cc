@@ -3,6 +3,7 @@
 // only through DiagHost.
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -362,6 +363,20 @@ struct Site {
   }
 };
 
+// names.cc's, kept by InstallDeadlockHooks.
+bool (*g_name_lock)(uintptr_t, char*, size_t) = nullptr;
+
+// A lock as the reports name it: its symbol in static storage, else its
+// address.
+struct Lock {
+  char text[256];
+  explicit Lock(uintptr_t lock) {
+    if (g_name_lock == nullptr || !g_name_lock(lock, text, sizeof(text))) {
+      snprintf(text, sizeof(text), "%#lx", static_cast<unsigned long>(lock));
+    }
+  }
+};
+
 const char* ModeName(LockMode m) {
   switch (m) {
     case LockMode::kExclusive:
@@ -400,20 +415,21 @@ void ReportCycle(const Cycle& c) {
     const EdgeInfo& e = c.edge[i];
     const uintptr_t to = c.lock[(i + 1) % c.n];
     if (e.tid == 0) {
-      Add("  lock %#x then lock %#x (where: not recorded)\n", c.lock[i], to);
+      Add("  lock %s then lock %s (where: not recorded)\n", Lock(c.lock[i]).text,
+          Lock(to).text);
       continue;
     }
-    Add("  thread %d holds lock %#x%s, taken at %s\n", e.tid, c.lock[i],
+    Add("  thread %d holds lock %s%s, taken at %s\n", e.tid, Lock(c.lock[i]).text,
         ModeName(e.from_mode), Site(e.from_site).text);
-    Add("      and takes lock %#x%s at %s%s\n", to, ModeName(e.to_mode),
+    Add("      and takes lock %s%s at %s%s\n", Lock(to).text, ModeName(e.to_mode),
         Site(e.to_site).text,
         i == c.n - 1 ? "   <- closes the cycle" : "");
   }
   Add("stacks of the acquisitions that made each edge:\n");
   for (int i = 0; i < c.n; ++i) {
     const EdgeInfo& e = c.edge[i];
-    Add("  lock %#x -> %#x (thread %d):\n", c.lock[i], c.lock[(i + 1) % c.n],
-        e.tid);
+    Add("  lock %s -> %s (thread %d):\n", Lock(c.lock[i]).text,
+        Lock(c.lock[(i + 1) % c.n]).text, e.tid);
     // The shim's own frames first: not the program's.
     int f = 0;
     while (f < e.depth && InShim(e.stack[f])) ++f;
@@ -787,8 +803,8 @@ void CheckWait() {
       ThreadRecord* holder = chain[(i + 1) % n];
       const uintptr_t want = t->waiting_on.load(std::memory_order_relaxed);
       const Held& h = holder->held[held_at[i]];
-      Add("  thread %d waits for lock %#x%s at %s\n",
-          t->tid.load(std::memory_order_relaxed), want,
+      Add("  thread %d waits for lock %s%s at %s\n",
+          t->tid.load(std::memory_order_relaxed), Lock(want).text,
           ModeName(t->waiting_mode),
           Site(t->waiting_site.load(std::memory_order_relaxed)).text);
       Add("      held by thread %d, taken at %s\n",
@@ -805,6 +821,7 @@ void CheckWait() {
 
 void InstallDeadlockHooks(const DiagHost* host, DiagHooks* hooks) {
   g_host = host;
+  g_name_lock = hooks->name_lock;
   hooks->deadlock_enable = Enable;
   hooks->before_lock = BeforeLock;
   hooks->acquired = Acquired;

@@ -46,6 +46,7 @@ extern "C" __attribute__((visibility("default"))) int parklot_diag_open(
   // directory, or gone).
   absl::InitializeSymbolizer("/proc/self/exe");
   hooks->symbolize = Symbolize;
+  InstallNameHooks(hooks);
   InstallDeadlockHooks(host, hooks);
   return 0;
 }

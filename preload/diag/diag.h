@@ -34,7 +34,7 @@ enum class LockMode : uint8_t {
 
 // Changed whenever either table changes: the shim refuses an object from
 // another build.
-inline constexpr uint32_t kDiagVersion = 1;
+inline constexpr uint32_t kDiagVersion = 2;
 
 // The file's name; the shim loads it from its own directory (DiagPath).
 inline constexpr char kDiagFileName[] = "libparklot_diag.so";
@@ -74,10 +74,18 @@ struct DiagHooks {
   void (*forget)(const void* lock);
   void (*waiting)(const void* lock, LockMode mode, const void* site);
   void (*check_wait)();
+  // A lock in static storage named by its symbol ("hot_lock",
+  // "table+0x40"); false elsewhere (heap, stack) or without a symbol.
+  bool (*name_lock)(uintptr_t lock, char* buf, size_t size);
+  // "file.c:123 function" for an instruction address (a return address
+  // minus 1) where its module has DWARF line information; false otherwise.
+  bool (*describe_line)(uintptr_t pc, char* buf, size_t size);
 };
 
 // Inside the object: deadlock.cc's part of DiagHooks.
 void InstallDeadlockHooks(const DiagHost* host, DiagHooks* hooks);
+// names.cc's part: name_lock and describe_line (elfutils' libdwfl).
+void InstallNameHooks(DiagHooks* hooks);
 
 }  // namespace parklot::internal::preload
 

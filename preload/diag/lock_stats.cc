@@ -245,7 +245,9 @@ void StatsReport(TextBuffer* out) {
     char sym[768];
     DescribeCallSite(reinterpret_cast<const void*>(s->caller.load()), sym,
                      sizeof(sym));
-    out->Add("  %#-18lx %12lu %12lu %14.3f  %s\n", KeyOf(s - g_table),
+    char lock[256];
+    DescribeLock(KeyOf(s - g_table), lock, sizeof(lock));
+    out->Add("  %-18s %12lu %12lu %14.3f  %s\n", lock,
              s->acquisitions.load(), s->contended.load(),
              static_cast<double>(s->wait_ns.load()) / 1e6, sym);
   }

@@ -397,8 +397,16 @@ void WriteView(bool holders) {
     } else {
       strcpy(site, "?");
     }
+    char name[256];
+    const bool named = DescribeLock(lock, name, sizeof(name));
     f.Append("# lock ");
     f.AppendHex(lock);
+    // Its symbol, where it has one (the address is what the rows show).
+    if (named) {
+      f.Append(" (");
+      f.Append(name);
+      f.Append(")");
+    }
     f.Append(": first sampled wait at ");
     f.Append(site);
     f.Append("\n");

@@ -325,6 +325,11 @@ void DescribeCallSite(const void* pc, char* buf, size_t size) {
   }
   char name[512];
   uintptr_t offset;
+  if (g_diag.describe_line != nullptr &&
+      g_diag.describe_line(ret - 1, name, sizeof(name))) {
+    snprintf(buf, size, "%s (%s+%#lx)", name, module, addr);
+    return;
+  }
   // The symbolizer is the diagnostics object's (deadlock.h:
   // LoadDiagnostics); without it, the module address alone. Abseil's
   // symbolizer aborts when its arena cannot map memory: with memory that
@@ -335,6 +340,15 @@ void DescribeCallSite(const void* pc, char* buf, size_t size) {
   } else {
     snprintf(buf, size, "%s+%#lx", module, addr);
   }
+}
+
+bool DescribeLock(uintptr_t lock, char* buf, size_t size) {
+  if (size == 0) return false;
+  if (g_diag.name_lock != nullptr && g_diag.name_lock(lock, buf, size)) {
+    return true;
+  }
+  snprintf(buf, size, "%#lx", lock);
+  return false;
 }
 
 }  // namespace parklot::internal::preload

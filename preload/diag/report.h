@@ -89,19 +89,28 @@ bool ReportsAtUnderscoreExit(Sink sink);
 const char* ExecutablePath();
 
 // Writes into `buf` (NUL-terminated, cut to `size`) a readable name for the
-// call site whose return address is `pc`: "FUNCTION+0xOFF (MODULE+0xADDR)"
-// where the module's symbol table (.symtab or .dynsym) names it, else
-// "MODULE+0xADDR"; "?" for null. MODULE+0xADDR is the call instruction's
-// address as `addr2line -e MODULE 0xADDR` reads it (an offset into a
-// position-independent object, the address itself in a fixed-address
-// executable), so that stripped binaries with separate debug info resolve
-// too. FUNCTION comes from the diagnostics object's symbolizer (diag.h;
-// loaded under PARKLOT_STATS or PARKLOT_DEADLOCK), else only MODULE+0xADDR
-// is given. Reads ELF files (Abseil's symbolizer, its own mmap arena): only when
-// a report is written, which for a lock-order cycle or a deadlock is on
-// that lock's path (DeadlockBeforeLock, DeadlockCheckWait). No malloc. Any
-// thread.
+// call site whose return address is `pc`: "FILE:LINE FUNCTION
+// (MODULE+0xADDR)" where the module has DWARF line information, else
+// "FUNCTION+0xOFF (MODULE+0xADDR)" where its symbol table (.symtab or
+// .dynsym) names it, else "MODULE+0xADDR"; "?" for null. MODULE+0xADDR is
+// the call instruction's address as `addr2line -e MODULE 0xADDR` reads it
+// (an offset into a position-independent object, the address itself in a
+// fixed-address executable), so that stripped binaries with separate debug
+// info resolve too. FILE:LINE and FUNCTION come from the diagnostics
+// object (diag.h: elfutils' libdwfl for lines, Abseil's symbolizer for
+// functions; loaded under PARKLOT_STATS, PARKLOT_DEADLOCK or
+// PARKLOT_PROFILE), else only MODULE+0xADDR is given. Reads ELF files: only
+// when a report is written, which for a lock-order cycle or a deadlock is
+// on that lock's path (DeadlockBeforeLock, DeadlockCheckWait). The line
+// look-up allocates (libdwfl); the rest does not. Any thread.
 void DescribeCallSite(const void* pc, char* buf, size_t size);
+
+// Writes into `buf` the name of the lock at `lock`: its symbol where it
+// lies in static storage of a loaded object ("hot_lock", "table+0x40"), as
+// gdb's `info symbol` names it, else its address ("0x55d0c0a01040"). The
+// symbol comes from the diagnostics object (absent: the address). Returns
+// whether a symbol named it.
+bool DescribeLock(uintptr_t lock, char* buf, size_t size);
 
 }  // namespace parklot::internal::preload
 

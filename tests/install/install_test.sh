@@ -37,7 +37,7 @@ clean() {
 echo "== install"
 clean src/install --tree src/tree.tar --prefix "$prefix" || { echo "FAIL: tools/install"; exit 1; }
 for f in bin/parklot lib/libparklot_preload.so lib/libparklot_diag.so lib/libparklot.so lib/libparklot.so.0 lib/libparklot.a \
-         lib/parklot/parklot-info include/parklot/mutex.h lib/pkgconfig/parklot.pc \
+         lib/parklot/parklot-info lib/parklot/parklot-top include/parklot/mutex.h lib/pkgconfig/parklot.pc \
          lib/cmake/parklot/parklotConfig.cmake share/man/man1/parklot.1 share/parklot/parklot_gdb.py; do
   [ -e "$prefix/$f" ] || fail "$f not installed"
 done
@@ -59,7 +59,7 @@ grep -q '^parklot::internal::MutexCore::LockSlow' <<<"$exports" ||
 # changes with every Abseil release a distribution ships.
 abseil=$(grep 'absl::' <<<"$exports")
 [ -z "$abseil" ] && pass "no Abseil type in the exports" || fail "exports with Abseil types: $abseil"
-for f in lib/libparklot.so.0 lib/libparklot_preload.so lib/libparklot_diag.so lib/parklot/parklot-info; do
+for f in lib/libparklot.so.0 lib/libparklot_preload.so lib/libparklot_diag.so lib/parklot/parklot-info lib/parklot/parklot-top; do
   if readelf -d "$prefix/$f" | grep -qE 'RPATH|RUNPATH'; then fail "$f has a run path into the build tree"; fi
 done
 stray=$(grep -rIl -e bazel-out -e execroot -e _solib "$prefix")

@@ -34,7 +34,7 @@ echo "Depends: $depends"
 # The package names alone, one a line.
 declared=$(tr ',' '\n' <<<"$depends" | awk '{ print $1 }')
 dpkg-deb -x "$deb" "$work/x"
-for elf in usr/bin/parklot usr/lib/libparklot.so.0 usr/lib/libparklot_preload.so usr/lib/libparklot_diag.so usr/lib/parklot/parklot-info; do
+for elf in usr/bin/parklot usr/lib/libparklot.so.0 usr/lib/libparklot_preload.so usr/lib/libparklot_diag.so usr/lib/parklot/parklot-info usr/lib/parklot/parklot-top; do
   [ -e "$work/x/$elf" ] || { fail "$elf not in the package"; continue; }
   [ "$(head -c 4 "$work/x/$elf")" = $'\x7fELF' ] || continue
   # Every library it loads (but parklot's own) comes from a declared package.

@@ -26,8 +26,10 @@ import time
 import gdb
 
 _MAGIC = 0x544C4B50
-_VERSION = 2
-_LAYOUT = "<IIqIIIIIIIIII2I"  # parklot_debug_info, 64 bytes
+# Layout version 3 appended the registry's description (for `parklot top`)
+# to version 2's 64 bytes, which are all this extension reads.
+_VERSIONS = (2, 3)
+_LAYOUT = "<IIqIIIIIIIIII2I"  # parklot_debug_info's first 64 bytes
 
 
 def _read(addr, size):
@@ -61,9 +63,10 @@ def _debug_info():
     }
     if info["magic"] != _MAGIC:
         raise gdb.GdbError("parklot: parklot_debug_info has a bad magic number")
-    if info["version"] != _VERSION:
+    if info["version"] not in _VERSIONS:
         raise gdb.GdbError("parklot: parklot_debug_info version %d, this "
-                           "extension reads %d" % (info["version"], _VERSION))
+                           "extension reads %s" % (info["version"],
+                                                   " and ".join(map(str, _VERSIONS))))
     if info["tls_offset"] == 0:
         raise gdb.GdbError("parklot: the shim's constructor has not run yet")
     return info
