@@ -37,7 +37,7 @@ else
   # The call sites may be std::mutex::lock's (not inlined): the edges'
   # stacks name the functions.
   for fn in heap_forward heap_backward invert_ab invert_ba; do
-    grep -q "^    #[0-9]* .*${fn}(.*)+0x" "$work/err" ||
+    grep -qE "^    #[0-9]+ .*${fn}\(" "$work/err" ||
       { fail "invert: the report does not name $fn"; cat "$work/err"; }
   done
 fi

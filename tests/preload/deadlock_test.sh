@@ -27,7 +27,8 @@ run() {
 cycles() { grep -c '^parklot: lock-order cycle' "$work/err"; }
 
 # expect SCENARIO N_LOCKS FUNCTION...: exactly one cycle report among
-# N_LOCKS locks (0: no report) whose lines name every FUNCTION+0x.
+# N_LOCKS locks (0: no report) whose lines name every FUNCTION (FUNCTION+0x,
+# or FILE:LINE FUNCTION where the program has line information).
 expect() {
   local scenario=$1 locks=$2
   shift 2
@@ -49,7 +50,8 @@ expect() {
     { fail "$scenario: not a cycle of $locks locks"; cat "$work/err"; }
   local missing=0
   for fn in "$@"; do
-    grep -q "holds lock .* taken at $fn+0x" "$work/err" && grep -q "takes lock .* at $fn+0x" "$work/err" ||
+    grep -qE "holds lock .* taken at ($fn\+0x|[^ ]+:[0-9]+ $fn \()" "$work/err" &&
+      grep -qE "takes lock .* at ($fn\+0x|[^ ]+:[0-9]+ $fn \()" "$work/err" ||
       { fail "$scenario: the report does not name the call sites in $fn"; missing=1; }
   done
   if [ "$missing" -eq 0 ]; then echo "ok: $scenario: one report, $locks locks, call sites in $*"; else cat "$work/err"; fi
@@ -85,8 +87,8 @@ run 10 deadlock PARKLOT_DEADLOCK=report
 rc=$?
 [ "$rc" -eq 124 ] || fail "deadlock, report mode: exit status $rc, want 124 (stuck until timeout)"
 n=$(grep -c '^parklot: deadlock: 2 threads wait for each other' "$work/err")
-if [ "$n" -eq 1 ] && [ "$(grep -c 'waits for lock .* at deadlock_thread+0x' "$work/err")" -eq 2 ] &&
-   [ "$(grep -c 'held by thread .* taken at deadlock_thread+0x' "$work/err")" -eq 2 ]; then
+if [ "$n" -eq 1 ] && [ "$(grep -cE 'waits for lock .* at (deadlock_thread\+0x|[^ ]+:[0-9]+ deadlock_thread \()' "$work/err")" -eq 2 ] &&
+   [ "$(grep -cE 'held by thread .* taken at (deadlock_thread\+0x|[^ ]+:[0-9]+ deadlock_thread \()' "$work/err")" -eq 2 ]; then
   echo "ok: deadlock, report mode: reported once, both threads' locks and call sites"
 else
   fail "deadlock, report mode: $n deadlock reports, want 1 naming both threads"; cat "$work/err"

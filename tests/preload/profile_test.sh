@@ -132,7 +132,7 @@ expect_top two.prof "$wall2" "$alpha" "$beta"
 expect_top two.prof.holders "$wall2" "$alpha" "$beta"
 expect_cum two.prof "$wall2" take_alpha take_beta
 expect_cum two.prof.holders "$wall2" drop_alpha drop_beta
-grep -q "^# lock $(printf '%#x' "$alpha"): first sampled wait at " two.prof ||
+grep -qE "^# lock $(printf '%#x' "$alpha")( \([^)]+\))?: first sampled wait at " two.prof ||
   fail "two.prof: no '# lock' line for alpha"
 
 # Few long waits (about 35 of 8 ms per lock), at the default rate: every
@@ -181,7 +181,8 @@ grep -q 'sampled none of its 1 contended waits' "$work/nothing_report.report" ||
   fail "parklot profile --png: not a PNG ($(head -c 16 two.png | od -An -c | head -1))"
 "$launcher" profile --text --holders two.prof "$prog" >two.txt 2>>"$work/launcher.err" ||
   fail "parklot profile --text --holders: $(head -c 300 "$work/launcher.err")"
-grep -q ' drop_alpha$' two.txt || fail "parklot profile --text --holders: no drop_alpha: $(head -5 two.txt)"
+# By source line (--lines): "drop_alpha FILE:LINE".
+grep -qE ' drop_alpha [^ ]+:[0-9]+$' two.txt || fail "parklot profile --text --holders: no drop_alpha FILE:LINE: $(head -5 two.txt)"
 
 # Every other kind the shim serves; a condvar wait is not contention.
 run kinds kinds PARKLOT_PROFILE="$work/kinds.prof" PARKLOT_PROFILE_RATE=1

@@ -7,9 +7,11 @@
 #   PARKLOT_STATS=DIR/s.%p  nothing on stderr; one file per process, the
 #                           _exit() child's included
 #   PARKLOT_STATS=DIR/s     nothing on stderr; one file, no _exit() child
-# and the first contended caller reads "contend+0xOFF (MODULE+0xADDR)",
-# where `addr2line -f -e MODULE ADDR` names contend too, on the line of the
-# mutex's address (as report_prog prints it).
+# and the first contended caller reads "report_prog.c:LINE contend
+# (MODULE+0xADDR)" (the program has line information; "contend+0xOFF
+# (MODULE+0xADDR)" without), where `addr2line -f -e MODULE ADDR` names
+# contend too, on the line of the mutex, named by its symbol g_mu (static
+# storage; report_prog prints its address).
 #
 #   report_sink_test.sh REPORT_PROG
 set -uo pipefail
@@ -57,16 +59,16 @@ n=$(reports "$work/one/s")
 [ "$n" -eq 2 ] && echo "ok: PARKLOT_STATS=DIR/s: the two reports in the file, nothing on stderr"
 
 # The first caller of the contended mutex, in the parent's report.
-line=$(grep -h -m1 'contend+0x' "$work/one/s")
+line=$(grep -h -m1 -E 'contend\+0x|report_prog\.c:[0-9]+ contend \(' "$work/one/s")
 if [ -z "$line" ]; then
-  fail "no call site reads contend+0x..."; cat "$work/one/s"
+  fail "no call site reads report_prog.c:LINE contend or contend+0x..."; cat "$work/one/s"
 else
   echo "ok: symbolized: $line"
   mu=$(sed -n 's/^report_prog done, mutex at \(0x[0-9a-f]*\)$/\1/p' "$work/out")
   read -r col _ <<<"$line"
-  [ -n "$mu" ] && [ "$col" = "$mu" ] || fail "the lock column reads '$col', want the mutex's address '$mu'"
-  [ -n "$mu" ] && [ "$col" = "$mu" ] && echo "ok: the lock column is the mutex's address $mu"
-  site=$(sed -n 's/.*contend+0x[0-9a-f]* (\(.*\)+\(0x[0-9a-f]*\)).*/\1 \2/p' <<<"$line")
+  [ -n "$mu" ] && [ "$col" = g_mu ] || fail "the lock column reads '$col', want g_mu, the symbol at $mu"
+  [ -n "$mu" ] && [ "$col" = g_mu ] && echo "ok: the lock column names the mutex at $mu: g_mu"
+  site=$(sed -n 's/.* (\([^ ]*\)+\(0x[0-9a-f]*\))$/\1 \2/p' <<<"$line")
   read -r module addr <<<"$site"
   fn=$(addr2line -f -e "$module" "$addr" | head -1)
   [ "$fn" = contend ] || fail "addr2line -f -e $module $addr says '$fn', want contend"

@@ -4,8 +4,8 @@
 # sanitizer build's runtimes); it exports no C++ runtime symbol of the
 # libsupc++ it links; a plain run maps nothing but the shim beyond what the
 # program maps alone (no Abseil library, no libstdc++, not the diagnostics
-# object), while PARKLOT_STATS and PARKLOT_DEADLOCK load the diagnostics
-# object from the shim's own directory; the diagnostics object exports its
+# object), while PARKLOT_STATS, PARKLOT_DEADLOCK and PARKLOT_PROFILE load
+# the diagnostics object from the shim's own directory; the diagnostics object exports its
 # entry point alone.
 #
 #   shim_footprint_test.sh SHIM DIAG PROG
@@ -80,7 +80,7 @@ while read -r path; do
 done <"$work/added"
 [ -s "$work/err" ] && fail "a plain run wrote to stderr: $(head -c 300 "$work/err")"
 
-for knob in PARKLOT_STATS=1 PARKLOT_DEADLOCK=report; do
+for knob in PARKLOT_STATS=1 PARKLOT_DEADLOCK=report "PARKLOT_PROFILE=$work/prof.%p"; do
   mapped "$knob" "$knob"
   grep -q '/libparklot_diag\.so$' "$work/maps" ||
     fail "$knob: the diagnostics object is not loaded: $(head -c 300 "$work/err")"
