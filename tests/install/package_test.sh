@@ -33,6 +33,13 @@ depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
 # The package names alone, one a line.
 declared=$(tr ',' '\n' <<<"$depends" | awk '{ print $1 }')
+# With what they depend on, as installed here (a library's own libraries,
+# libdw1's libelf1 and zlib1g, come with it): three levels.
+closure=$declared
+for _ in 1 2 3; do
+  closure=$( (echo "$closure"; for p in $closure; do dpkg-query -W -f='${Depends}\n' "$p" 2>/dev/null; done) |
+    tr ',|' '\n\n' | awk 'NF { sub(/:.*/, "", $1); print $1 }' | sort -u)
+done
 dpkg-deb -x "$deb" "$work/x"
 for elf in usr/bin/parklot usr/lib/libparklot.so.0 usr/lib/libparklot_preload.so usr/lib/libparklot_diag.so usr/lib/parklot/parklot-info usr/lib/parklot/parklot-top; do
   [ -e "$work/x/$elf" ] || { fail "$elf not in the package"; continue; }
@@ -43,7 +50,7 @@ for elf in usr/bin/parklot usr/lib/libparklot.so.0 usr/lib/libparklot_preload.so
     pkg=$(dpkg -S "$path" 2>/dev/null || dpkg -S "$(readlink -f "$path")" 2>/dev/null)
     pkg=${pkg%%:*}
     if [ -z "$pkg" ]; then fail "$elf: $lib ($path) belongs to no package"
-    elif ! grep -qxF "$pkg" <<<"$declared"; then fail "$elf needs $lib from $pkg, not in Depends"; fi
+    elif ! grep -qxF "$pkg" <<<"$closure"; then fail "$elf needs $lib from $pkg, not in Depends"; fi
   done < <(LD_LIBRARY_PATH="$work/x/usr/lib" ldd "$work/x/$elf" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }')
   # And it needs only libraries it uses (dpkg-shlibdeps warns of the rest).
   unused=$(LD_LIBRARY_PATH="$work/x/usr/lib" ldd -u "$work/x/$elf" | sed -n 's/^\t//p' | tr '\n' ' ')
