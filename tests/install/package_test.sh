@@ -219,15 +219,20 @@ grep -qx "pkglib=lib/$ma/parklot" "$x/usr/bin/parklot" && pass "the launcher loo
   fail "the launcher: $(grep '^pkglib=' "$x/usr/bin/parklot")"
 
 echo "== lintian"
-if command -v lintian >/dev/null; then
+if lintian=$(command -v lintian) && [ -x "$lintian" ]; then
   # The warnings expected, each with its reason:
   #   initial-upload-closes-no-bugs: the changelog's single entry closes
   #     no ITP bug; the packages are not uploaded to Debian's archive.
   expected='^W: [a-z0-9-]+: initial-upload-closes-no-bugs '
+  # Status 0: no error, 1: errors (--fail-on error), anything else: it did
+  # not run.
   clean lintian --tag-display-limit 0 "${pkg[@]}" >"$work/lintian" 2>&1
+  status=$?
   errors=$(grep -c '^E: ' "$work/lintian")
   others=$(grep -E '^[EW]: ' "$work/lintian" | grep -vE "$expected")
-  if ((errors == 0)) && [ -z "$others" ]; then
+  if ((status > 1)); then
+    fail "lintian did not run (status $status): $(tail -3 "$work/lintian")"
+  elif ((status == 0 && errors == 0)) && [ -z "$others" ]; then
     pass "lintian: 0 errors, $(grep -c '^W: ' "$work/lintian") expected warnings"
   else
     fail "lintian: $errors errors"; grep -E '^[EW]: ' "$work/lintian"
