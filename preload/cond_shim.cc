@@ -90,13 +90,13 @@ class WaitingMutex {
   // Releases the lock word, for a wait that does not release and re-take
   // it itself (CondVarCore::Wait does); the destructor re-takes it.
   void Release() {
-    MutexCore::Unlock(MutexWord(m_), MutexMetaOf(m_));
+    MutexCore::UnlockOneStep(MutexWord(m_), MutexMetaOf(m_));
     relock_ = true;
   }
 
   ~WaitingMutex() {
     if (!entered_) return;
-    if (relock_) MutexCore::Lock(MutexWord(m_), MutexMetaOf(m_));
+    if (relock_) MutexCore::LockOneStep(MutexWord(m_), MutexMetaOf(m_));
     NoteMutexOwner(m_);
     if (DeadlockOn() && !KeepsLock()) {
       DeadlockBeforeLock(m_, LockMode::kExclusive, site_);

@@ -36,7 +36,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
     }
   }
   if (DeadlockOn()) DeadlockBeforeLock(m, LockMode::kExclusive, caller);
-  if (MutexCore::LockFast(word, MutexMetaOf(m))) {
+  if (MutexCore::LockFastOneStep(word, MutexMetaOf(m))) {
     NoteMutexOwner(m);
     if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
     if (StatsOn()) RecordAcquire(m, false, 0, caller);
@@ -197,7 +197,7 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
     UnlockHooks(m, __builtin_return_address(0));
   }
   ClearMutexOwner(m);
-  MutexCore::Unlock(word, MutexMetaOf(m));
+  MutexCore::UnlockOneStep(word, MutexMetaOf(m));
   return 0;
 }
 

@@ -137,7 +137,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
         MutexCore::TakeHandoff(mutex_meta);
       } else {
         NotCancellable not_cancellable;
-        MutexCore::Lock(mutex_word, mutex_meta);
+        MutexCore::LockOneStep(mutex_word, mutex_meta);
       }
       if (td->unwound_unparked || *requeued) PassOn(cv);
     }
@@ -155,7 +155,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
         return true;
       },
       // Queued first, unlocked second: a notify after our unlock finds us.
-      [mutex_word, mutex_meta] { MutexCore::Unlock(mutex_word, mutex_meta); },
+      [mutex_word, mutex_meta] { MutexCore::UnlockOneStep(mutex_word, mutex_meta); },
       [cv, &requeued](uintptr_t key, bool was_last_thread) {
         // Timed out while requeued onto the mutex: not a condvar timeout;
         // the lock is re-acquired below like any wake-up.
@@ -177,7 +177,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
   }
   {
     NotCancellable not_cancellable;
-    MutexCore::Lock(mutex_word, mutex_meta);
+    MutexCore::LockOneStep(mutex_word, mutex_meta);
   }
   return !r.timed_out() || requeued;
 }

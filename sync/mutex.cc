@@ -7,31 +7,43 @@
 
 namespace parklot::internal {
 
+namespace {
+// Takes the free word `*w` (0 or 3) for `slot`: free (0) becomes locked
+// (1), free with parked threads (3) locked with parked threads (2), so that
+// the unlock still wakes one. The compare-and-swap and the holder's record
+// are one step for a signal handler on this thread (LockFastOneStep). On
+// failure `*w` is the word's value.
+bool TakeFree(std::atomic<uint32_t>* word, MutexMeta* meta, uint32_t* w,
+              uint32_t slot) {
+  SectionScope section;
+  if (!word->compare_exchange_weak(
+          *w, *w == MutexCore::kFree ? MutexCore::kLocked
+                                     : MutexCore::kLockedParked,
+          std::memory_order_acquire, std::memory_order_relaxed)) {
+    return false;
+  }
+  meta->owner.store(slot, std::memory_order_relaxed);
+  return true;
+}
+}  // namespace
+
 bool MutexCore::TryLock(std::atomic<uint32_t>* word, MutexMeta* meta) {
+  const uint32_t slot = CurrentSlot();
   uint32_t w = word->load(std::memory_order_relaxed);
   while (!IsLockedWord(w)) {
-    // Free (0) becomes locked (1); free with parked threads (3) locked
-    // with parked threads (2), so that the unlock still wakes one.
-    if (word->compare_exchange_weak(w, w == kFree ? kLocked : kLockedParked,
-                                    std::memory_order_acquire,
-                                    std::memory_order_relaxed)) {
-      meta->owner.store(CurrentSlot(), std::memory_order_relaxed);
-      return true;
-    }
+    if (TakeFree(word, meta, &w, slot)) return true;
   }
   return false;
 }
 
 bool MutexCore::LockSlow(std::atomic<uint32_t>* word, MutexMeta* meta,
                          const Deadline& deadline) {
+  const uint32_t slot = CurrentSlot();
   SpinWait spin(&meta->ema);
   for (;;) {
     uint32_t w = word->load(std::memory_order_relaxed);
     if (!IsLockedWord(w)) {
-      if (word->compare_exchange_weak(w, w == kFree ? kLocked : kLockedParked,
-                                      std::memory_order_acquire,
-                                      std::memory_order_relaxed)) {
-        meta->owner.store(CurrentSlot(), std::memory_order_relaxed);
+      if (TakeFree(word, meta, &w, slot)) {
         spin.Acquired();
         return true;
       }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "hash/lock_section.h"
 #include "runtime/deadline.h"
 #include "runtime/parking_lot.h"
 #include "runtime/thread_data.h"
@@ -83,6 +84,36 @@ class MutexCore {
     }
     meta->owner.store(CurrentSlot(), std::memory_order_relaxed);
     return true;
+  }
+
+  // LockFast, Lock and Unlock as one step for a signal handler on the
+  // calling thread: the word's change and the holder's record happen inside
+  // a lock section (hash/lock_section.h), so a handler that leaves by
+  // siglongjmp finds the lock either not taken or taken with its holder
+  // recorded, and a redone lock of an error-checking mutex answers EDEADLK
+  // rather than waiting on itself (docs/design.md section 2.9). For the
+  // mutexes whose holder is checked (the shim's error-checking and
+  // recursive kinds, a condvar wait's release and re-take); a few ns more
+  // than the plain calls. LockSlow and TryLock always take the word so.
+  static bool LockFastOneStep(std::atomic<uint32_t>* word, MutexMeta* meta) {
+    const uint32_t slot = CurrentSlot();  // may register: outside the section
+    SectionScope section;
+    uint32_t expected = kFree;
+    if (!word->compare_exchange_weak(expected, kLocked,
+                                     std::memory_order_acquire,
+                                     std::memory_order_relaxed)) {
+      return false;
+    }
+    meta->owner.store(slot, std::memory_order_relaxed);
+    return true;
+  }
+  static bool LockOneStep(std::atomic<uint32_t>* word, MutexMeta* meta,
+                          const Deadline& deadline = Deadline::Never()) {
+    return LockFastOneStep(word, meta) || LockSlow(word, meta, deadline);
+  }
+  static void UnlockOneStep(std::atomic<uint32_t>* word, MutexMeta* meta) {
+    SectionScope section;
+    Unlock(word, meta);
   }
 
   // The contended path of Lock: spins while it can pay, then parks.

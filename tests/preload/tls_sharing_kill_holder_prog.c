@@ -19,6 +19,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include "tests/preload/shim_test_util.h"
@@ -34,6 +35,8 @@ static long g_exchanges; /* diagnostics: exchanges in all rounds */
 
 static int ping_main(void* arg) {
   (void)arg;
+  /* A parent that fails (its watchdog) takes its tasks with it. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   for (;;) {
     __atomic_fetch_add(&g_exchanges, 1, __ATOMIC_RELAXED);
     sem_post(&g_pair.a);
@@ -45,6 +48,8 @@ static int ping_main(void* arg) {
 
 static int pong_main(void* arg) {
   (void)arg;
+  /* A parent that fails (its watchdog) takes its tasks with it. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   for (;;) {
     while (sem_wait(&g_pair.a) != 0) {
     }
