@@ -54,6 +54,16 @@ inline int32_t ForeignTaskId() {
 }
 inline bool OnForeignTls() { return ForeignTaskId() != 0; }
 
+// Whether task `tid`, which shared this process's memory, has exited (a
+// zombie included) or is gone: false while it runs, and where it cannot be
+// told (a sandbox that refuses the probe). One process_vm_readv of a byte
+// of our own memory from the task: the kernel answers ESRCH once the task
+// has no memory, from its exit on, and opens no descriptor. A task id
+// reused since by another process may read as running. For the recovery
+// paths only (a lock or entry a killed task never gave back).
+// Async-signal-safe.
+bool TaskExited(int32_t tid);
+
 // N entries of per-task state for tasks on another task's TLS (the lock
 // sections' and the parking records'), keyed by kernel thread id, 0 free.
 // Lock-free and async-signal-safe: a handler on a task finds its task's

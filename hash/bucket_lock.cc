@@ -1,5 +1,6 @@
 #include "hash/bucket_lock.h"
 
+#include <errno.h>
 #include <time.h>
 
 namespace parklot::internal {
@@ -43,7 +44,11 @@ void HoldSampleEnd() {
 }
 
 
-void BucketLock::LockSlow() {
+uint32_t BucketLock::HeldByThisTask() {
+  return static_cast<uint32_t>(ForeignTaskId()) << kHolderShift | kHeld;
+}
+
+bool BucketLock::LockSlow(uint32_t me) {
   BucketLockCounters* c = t_lock_counters;
   if (c != nullptr) c->Bump(c->contended);
   // Bucket critical sections are a handful of pointer writes: a short spin
@@ -52,19 +57,56 @@ void BucketLock::LockSlow() {
     CpuRelax();
     uint32_t expected = 0;
     if (word_.load(std::memory_order_relaxed) == 0 &&
-        word_.compare_exchange_weak(expected, 1, std::memory_order_acquire,
+        word_.compare_exchange_weak(expected, me, std::memory_order_acquire,
                                     std::memory_order_relaxed)) {
       if (c != nullptr) c->Bump(c->spin_won);
-      return;
+      return false;
     }
   }
+  // From here on the lock is taken with the sleepers bit, as Drepper's
+  // exchange(2) does: other waiters may be asleep.
   bool slept = false;
-  while (word_.exchange(2, std::memory_order_acquire) != 0) {
+  for (;;) {
+    uint32_t v = word_.load(std::memory_order_relaxed);
+    if (v == 0) {
+      if (word_.compare_exchange_weak(v, me | kSleepers,
+                                      std::memory_order_acquire,
+                                      std::memory_order_relaxed)) {
+        break;
+      }
+      continue;
+    }
+    // A compare-and-swap, not an exchange: the holder's id stays.
+    if (!(v & kSleepers) &&
+        !word_.compare_exchange_weak(v, v | kSleepers,
+                                     std::memory_order_relaxed,
+                                     std::memory_order_relaxed)) {
+      continue;
+    }
+    v |= kSleepers;
     if (c != nullptr) c->Bump(c->sleeps);
     slept = true;
-    FutexWaitPrivate(&word_, 2);
+    const int32_t holder = static_cast<int32_t>(v >> kHolderShift);
+    if (holder == 0) {
+      FutexWaitPrivate(&word_, v);
+      continue;
+    }
+    // A task on shared TLS holds it: wait in slices, and take the lock
+    // over if the task exited (killed) without releasing it. The word
+    // still naming it then means nobody else took it since.
+    struct timespec slice = {0, kDeadHolderCheckNs};
+    if (RawFutex(&word_, FUTEX_WAIT_PRIVATE, v, &slice, nullptr, 0) ==
+            -ETIMEDOUT &&
+        word_.load(std::memory_order_relaxed) == v && TaskExited(holder) &&
+        word_.compare_exchange_strong(v, me | kSleepers,
+                                      std::memory_order_acquire,
+                                      std::memory_order_relaxed)) {
+      if (c != nullptr) c->Bump(c->slept);
+      return true;
+    }
   }
   if (slept && c != nullptr) c->Bump(c->slept);
+  return false;
 }
 
 }  // namespace parklot::internal

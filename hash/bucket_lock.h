@@ -7,6 +7,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "base/futex.h"
+#include "base/shared_tls.h"
 
 namespace parklot::internal {
 
@@ -45,29 +46,50 @@ extern std::atomic<bool> g_hold_timing;
 void HoldSampleStart();
 void HoldSampleEnd();
 
-// A three-state futex lock (Drepper, "Futexes Are Tricky", mutex 2):
-// 0 unlocked, 1 locked, 2 locked with sleepers. Held only for a few queue
-// operations, so it spins briefly before sleeping in the kernel. Sleeping
-// (rather than spinning forever) is what keeps 64 threads on 2 CPUs moving
-// when a holder is preempted.
+// A futex lock after Drepper ("Futexes Are Tricky", mutex 2): bit 0 held,
+// bit 1 sleepers (a FUTEX_WAIT may be in progress: the unlock wakes one).
+// Held only for a few queue operations, so it spins briefly before
+// sleeping in the kernel. Sleeping (rather than spinning forever) is what
+// keeps 64 threads on 2 CPUs moving when a holder is preempted.
+//
+// Bits 2-31 name the holder when it is a task on another task's TLS
+// (base/shared_tls.h: a clone(CLONE_VM) process), 0 for every other
+// holder. Such a task can be killed while it holds the lock, which a thread
+// cannot (its whole process dies, and the lock is held only inside the
+// lot's own code, where signals wait: hash/lock_section.h). A waiter on a
+// lock such a task holds sleeps in slices of kDeadHolderCheckNs and, once
+// the task has exited (TaskExited), takes the lock over: Lock() then
+// returns true and the caller repairs what the lock guards
+// (docs/design.md section 2.11).
 //
 // Thread-safe. Zero-initialized memory is an unlocked BucketLock, so buckets
 // live in mmap'ed tables without constructors.
 class ABSL_LOCKABLE BucketLock {
  public:
+  static constexpr uint32_t kHeld = 1;
+  static constexpr uint32_t kSleepers = 2;
+  static constexpr int kHolderShift = 2;
+  static constexpr int64_t kDeadHolderCheckNs = 10 * 1000 * 1000;
+
   constexpr BucketLock() = default;
 
-  // Acquires the lock; never fails.
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+  // Acquires the lock; never fails. Returns true if it was taken over from
+  // a task that exited holding it: what it guards may be half-changed.
+  // The uncontended path is one compare-and-swap, and one TLS load to
+  // know whether the process has tasks on shared TLS.
+  bool Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    uint32_t me = kHeld;
+    if (__builtin_expect(TlsMayBeShared(), 0)) me = HeldByThisTask();
     uint32_t expected = 0;
-    if (!word_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
-                                       std::memory_order_relaxed)) {
-      LockSlow();
-    }
+    const bool inherited =
+        !word_.compare_exchange_strong(expected, me, std::memory_order_acquire,
+                                       std::memory_order_relaxed) &&
+        LockSlow(me);
     if (__builtin_expect(
             g_hold_timing.load(std::memory_order_relaxed), 0)) {
       HoldSampleStart();
     }
+    return inherited;
   }
 
   // Releases the lock. The caller must hold it.
@@ -76,7 +98,7 @@ class ABSL_LOCKABLE BucketLock {
             g_hold_timing.load(std::memory_order_relaxed), 0)) {
       HoldSampleEnd();
     }
-    if (word_.exchange(0, std::memory_order_release) == 2) {
+    if (word_.exchange(0, std::memory_order_release) & kSleepers) {
       if (BucketLockCounters* c = t_lock_counters) c->Bump(c->wakes);
       FutexWakePrivate(&word_, 1);
     }
@@ -96,7 +118,9 @@ class ABSL_LOCKABLE BucketLock {
   }
 
  private:
-  void LockSlow();
+  // The word a task on shared TLS holds the lock with: its id, held.
+  static uint32_t HeldByThisTask();
+  bool LockSlow(uint32_t me);
 
   std::atomic<uint32_t> word_{0};
 };

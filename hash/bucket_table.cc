@@ -46,6 +46,23 @@ void Bucket::Remove(Waiter* w, Waiter* prev) {
   w->next = nullptr;
 }
 
+bool Bucket::RemoveIfQueued(Waiter* w) {
+  Waiter* prev = nullptr;
+  for (Waiter* x = head; x != nullptr; prev = x, x = x->next) {
+    if (x == w) {
+      Remove(w, prev);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Bucket::RepairAfterDeadHolder() {
+  Waiter* last = nullptr;
+  for (Waiter* w = head; w != nullptr; w = w->next) last = w;
+  tail = last;
+}
+
 bool Bucket::HasKey(uintptr_t key, const Waiter* from) const {
   for (const Waiter* w = from; w != nullptr; w = w->next) {
     if (w->current_key() == key) return true;
@@ -289,7 +306,7 @@ Bucket* BucketTable::LockBucket(uintptr_t key) const {
   for (;;) {
     Table* t = table_.load(std::memory_order_seq_cst);
     Bucket* b = &t->buckets()[IndexOf(t, key)];
-    b->lock.Lock();
+    b->LockAndRepair();
     // A grower holds every old bucket lock while it moves waiters and
     // publishes; seeing the same table after locking means no move of this
     // bucket can be in progress or pending.
@@ -311,7 +328,7 @@ Bucket* BucketTable::LockBucketAt(size_t index, size_t* size) const {
     *size = t->size;
     if (index >= t->size) return nullptr;
     Bucket* b = &t->buckets()[index];
-    b->lock.Lock();
+    b->LockAndRepair();
     if (table_.load(std::memory_order_relaxed) == t) return b;
     b->lock.Unlock();
   }
@@ -336,12 +353,12 @@ std::pair<Bucket*, Bucket*> BucketTable::LockBucketPair(uintptr_t a,
     Bucket* bb = &t->buckets()[ib];
     Bucket* first = ia <= ib ? ba : bb;
     Bucket* second = ia <= ib ? bb : ba;
-    first->lock.Lock();
+    first->LockAndRepair();
     if (table_.load(std::memory_order_relaxed) != t) {
       first->lock.Unlock();
       continue;
     }
-    if (second != first) second->lock.Lock();
+    if (second != first) second->LockAndRepair();
     return {ba, bb};
   }
 }
@@ -358,7 +375,7 @@ void BucketTable::LockAllForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   ++Sections(/*claim=*/false)->busy;
   grow_lock_.Lock();
   Table* t = table_.load(std::memory_order_acquire);
-  for (size_t i = 0; i < t->size; ++i) t->buckets()[i].lock.Lock();
+  for (size_t i = 0; i < t->size; ++i) t->buckets()[i].LockAndRepair();
 }
 
 void BucketTable::UnlockAllAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -494,7 +511,7 @@ bool BucketTable::Replace(size_t target, bool for_collisions)
   }
   Bucket* old_buckets = old->buckets();
   EnterSection();
-  for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Lock();
+  for (size_t i = 0; i < old->size; ++i) old_buckets[i].LockAndRepair();
   // Old buckets are visited in index order and each queue front to back, so
   // waiters of one key (all in one old bucket) keep their FIFO order.
   // Fairness timers start afresh in the new table.

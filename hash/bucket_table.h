@@ -78,6 +78,22 @@ struct alignas(64) Bucket {
   void EnqueueByPriority(Waiter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
   // Unlinks `w`, whose predecessor in the queue is `prev` (nullptr = head).
   void Remove(Waiter* w, Waiter* prev) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
+  // Unlinks `w` if it is queued here; returns whether it was. For waiters
+  // whose task may have died between marking itself queued and linking
+  // itself, or whose unparker died after unlinking it: a walk of the queue.
+  bool RemoveIfQueued(Waiter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
+  // Takes the lock, and repairs the queue if the lock was taken over from
+  // a task that exited holding it (BucketLock::Lock).
+  void LockAndRepair() ABSL_EXCLUSIVE_LOCK_FUNCTION(lock) {
+    if (__builtin_expect(lock.Lock(), 0)) RepairAfterDeadHolder();
+  }
+  // After a holder died in the middle of Enqueue or Remove: every change
+  // those make leaves the chain from `head` whole (a waiter is linked
+  // before `tail` names it, and unlinked before `tail` forgets it), so
+  // `tail` is recomputed from it. A waiter the dead task had taken off the
+  // queue and not yet released stays asleep, as a waiter does under glibc
+  // when the task that was waking it is killed before its FUTEX_WAKE.
+  void RepairAfterDeadHolder() ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock);
   // True if a waiter other than those already seen has `key`, searching from
   // `from` (inclusive); used to report "more waiters on this key".
   bool HasKey(uintptr_t key, const Waiter* from) const

@@ -31,10 +31,20 @@ SectionState* SharedTlsSections(bool claim) {
   // All taken: a section holds no wait, and its entry is given back at its
   // end, so one comes free soon; yield (not spin) meanwhile, so that the
   // tasks holding them run (hundreds of such tasks on two CPUs). A task
-  // killed inside a section leaves its entry taken, as it may leave a
-  // bucket lock held (docs/compatibility.md).
-  for (;;) {
+  // killed inside a section never gives its entry back: every 64th yield
+  // frees the entries of tasks that exited (TaskExited, one system call
+  // each; docs/design.md section 2.11).
+  for (uint32_t tries = 1;; ++tries) {
     if (SectionState* s = g_foreign_sections.FindOrClaim(tid)) return s;
+    if (tries % 64 == 0) {
+      for (size_t i = 0; i < decltype(g_foreign_sections)::kSize; ++i) {
+        int32_t holder = g_foreign_sections.KeyAt(i).load(std::memory_order_acquire);
+        if (holder != 0 && TaskExited(holder)) {
+          g_foreign_sections.KeyAt(i).compare_exchange_strong(
+              holder, 0, std::memory_order_release, std::memory_order_relaxed);
+        }
+      }
+    }
     YieldForSharedTls();
   }
 }

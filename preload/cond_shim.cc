@@ -62,7 +62,7 @@ class WaitingMutex {
     const int type = ShimMutexType(m_->__data.__kind);
     if (type < 0) return EINVAL;
     if ((type == PTHREAD_MUTEX_RECURSIVE || type == PTHREAD_MUTEX_ERRORCHECK) &&
-        !MutexCore::HeldByCurrentThread(MutexWord(m_))) {
+        !MutexCore::HeldByCurrentThread(MutexWord(m_), MutexMetaOf(m_))) {
       return EPERM;
     }
     recursive_ = type == PTHREAD_MUTEX_RECURSIVE;
@@ -90,13 +90,13 @@ class WaitingMutex {
   // Releases the lock word, for a wait that does not release and re-take
   // it itself (CondVarCore::Wait does); the destructor re-takes it.
   void Release() {
-    MutexCore::Unlock(MutexWord(m_));
+    MutexCore::UnlockOneStep(MutexWord(m_), MutexMetaOf(m_));
     relock_ = true;
   }
 
   ~WaitingMutex() {
     if (!entered_) return;
-    if (relock_) MutexCore::Lock(MutexWord(m_), MutexEma(m_));
+    if (relock_) MutexCore::LockOneStep(MutexWord(m_), MutexMetaOf(m_));
     NoteMutexOwner(m_);
     if (DeadlockOn() && !KeepsLock()) {
       DeadlockBeforeLock(m_, LockMode::kExclusive, site_);
@@ -159,7 +159,7 @@ int Wait(pthread_cond_t* c, pthread_mutex_t* m, const struct timespec* abstime,
                       ? CondVarCore::WaitAny(
                             CondWord(c), [] {}, [] {}, deadline_of())
                       : CondVarCore::Wait(CondWord(c), MutexWord(m),
-                                          MutexEma(m), deadline_of());
+                                          MutexMetaOf(m), deadline_of());
   return ok ? 0 : ETIMEDOUT;
 }
 

@@ -36,9 +36,12 @@ struct DebugInfo {
   uint32_t parker_queued;
   uint32_t slot_offset;    // in the thread data, uint32_t: the owner id
                            // locks record
-  // A mutex word the shim runs: locked bit, owner slot << shift.
-  uint32_t mutex_locked_bit;
-  uint32_t mutex_slot_shift;
+  // A mutex the shim runs: its word (offset 0) in glibc's values, locked
+  // while 1 or 2 (MutexCore); the holder's slot, uint32_t, at this offset
+  // in the mutex (MutexMeta in __list; 0: none). Layout version 3; before
+  // it the slot was in the word's high bits.
+  uint32_t mutex_slot_offset;
+  uint32_t mutex_locked_max;  // the largest locked value: 2
   // An rwlock word the shim runs (64 bits): writer bits, writer's slot <<
   // shift, in a field of so many bits. (The slot moved from the low to the
   // high half in layout version 1: a reader of the low half finds slot
@@ -53,8 +56,8 @@ struct DebugInfo {
   // Layout version 3: the registry (runtime/registry.h registry::Layout),
   // addresses in this process: the array of chunk_count chunk pointers,
   // each chunk with chunk_slots ThreadData pointers at by_index_offset, and
-  // the highest registry index handed out (uint32_t). The first 64 bytes
-  // are version 2's.
+  // the highest registry index handed out (uint32_t), after the 64 bytes
+  // the gdb extension reads.
   uint64_t registry_chunks;
   uint64_t registry_highest;
   uint32_t registry_chunk_count;
@@ -77,6 +80,9 @@ using parklot::internal::ParkRecord;
 using parklot::internal::ThreadData;
 constexpr uint32_t kRecordPointerOffset = offsetof(ThreadData, record);
 constexpr uint32_t kOwnRecordOffset = offsetof(ThreadData, own_record);
+constexpr uint32_t kMutexSlotOffset =
+    offsetof(pthread_mutex_t, __data.__list) +
+    offsetof(parklot::internal::MutexMeta, owner);
 constexpr uint32_t kKeyOffset = offsetof(ParkRecord, waiter) +
                                 offsetof(parklot::internal::Waiter, key);
 constexpr uint32_t kParkerOffset = offsetof(ParkRecord, parker);
@@ -97,8 +103,8 @@ parklot::internal::preload::DebugInfo parklot_debug_info = {
         kParkerOffset,
         parklot::internal::kParkerQueued,
         kSlotOffset,
-        parklot::internal::MutexCore::kLocked,
-        0,  // set below, from MutexCore::OwnerWord
+        kMutexSlotOffset,
+        parklot::internal::MutexCore::kLockedParked,
         static_cast<uint32_t>(parklot::internal::SharedMutexCore::kWriter),
         parklot::internal::SharedMutexCore::kOwnerShift,
         static_cast<uint32_t>(__builtin_popcountll(
@@ -118,8 +124,6 @@ __attribute__((constructor)) void NoteRecordOffset() {
   __asm__("movq %%fs:0, %0" : "=r"(tp));
   parklot_debug_info.data_tls_offset = static_cast<int64_t>(
       reinterpret_cast<uintptr_t>(&parklot::internal::t_data) - tp);
-  parklot_debug_info.mutex_slot_shift = static_cast<uint32_t>(__builtin_ctz(
-      parklot::internal::MutexCore::OwnerWord(1) & ~parklot::internal::MutexCore::kLocked));
   const parklot::internal::registry::Layout r =
       parklot::internal::registry::DebugLayout();
   parklot_debug_info.registry_chunks = reinterpret_cast<uintptr_t>(r.chunks);

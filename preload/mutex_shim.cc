@@ -28,7 +28,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
   if (type < 0) return EINVAL;
   std::atomic<uint32_t>* word = MutexWord(m);
   if (type == PTHREAD_MUTEX_RECURSIVE || type == PTHREAD_MUTEX_ERRORCHECK) {
-    if (MutexCore::HeldByCurrentThread(word)) {
+    if (MutexCore::HeldByCurrentThread(word, MutexMetaOf(m))) {
       if (type == PTHREAD_MUTEX_ERRORCHECK) return EDEADLK;
       if (m->__data.__count + 1 == 0) return EAGAIN;
       ++m->__data.__count;
@@ -36,7 +36,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
     }
   }
   if (DeadlockOn()) DeadlockBeforeLock(m, LockMode::kExclusive, caller);
-  if (MutexCore::LockFast(word)) {
+  if (MutexCore::LockFastOneStep(word, MutexMetaOf(m))) {
     NoteMutexOwner(m);
     if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
     if (StatsOn()) RecordAcquire(m, false, 0, caller);
@@ -54,9 +54,9 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
       DeadlockOn()
           ? AcquireWatched(m, LockMode::kExclusive, caller, deadline,
                            [m, word](const Deadline& d) {
-                             return MutexCore::LockSlow(word, MutexEma(m), d);
+                             return MutexCore::LockSlow(word, MutexMetaOf(m), d);
                            })
-          : MutexCore::LockSlow(word, MutexEma(m), deadline);
+          : MutexCore::LockSlow(word, MutexMetaOf(m), deadline);
   if (!ok) return ETIMEDOUT;
   NoteMutexOwner(m);
   profiled.Acquired();
@@ -125,14 +125,14 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
   if (IsPlainKind(kind)) {
     if (g_lock_hooks == 0) {
       // pthread_mutex_lock's compare-and-swap failed: no second one.
-      MutexCore::LockSlow(MutexWord(m), MutexEma(m), Deadline::Never());
+      MutexCore::LockSlow(MutexWord(m), MutexMetaOf(m), Deadline::Never());
       NoteMutexOwner(m);
       return 0;
     }
     if ((g_lock_hooks & kLockHooks) == 0) {
       // Profiling alone, and the compare-and-swap failed: contended.
       ProfileWait profiled(m);
-      MutexCore::LockSlow(MutexWord(m), MutexEma(m), Deadline::Never());
+      MutexCore::LockSlow(MutexWord(m), MutexMetaOf(m), Deadline::Never());
       NoteMutexOwner(m);
       profiled.Acquired();
       return 0;
@@ -170,7 +170,7 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
       UnlockHooks(m, __builtin_return_address(0));
     }
     ClearMutexOwner(m);
-    MutexCore::Unlock(word);
+    MutexCore::Unlock(word, MutexMetaOf(m));
     return 0;
   }
   if (__builtin_expect(SteppingAside(), 0)) {
@@ -188,16 +188,16 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
       UnlockHooks(m, __builtin_return_address(0));
     }
     ClearMutexOwner(m);
-    MutexCore::Unlock(word);  // with unused kind bits set: still no check
+    MutexCore::Unlock(word, MutexMetaOf(m));  // with unused kind bits set: still no check
     return 0;
   }
-  if (!MutexCore::HeldByCurrentThread(word)) return EPERM;
+  if (!MutexCore::HeldByCurrentThread(word, MutexMetaOf(m))) return EPERM;
   if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
   if ((g_lock_hooks & kUnlockHooks) != 0) {
     UnlockHooks(m, __builtin_return_address(0));
   }
   ClearMutexOwner(m);
-  MutexCore::Unlock(word);
+  MutexCore::UnlockOneStep(word, MutexMetaOf(m));
   return 0;
 }
 
@@ -243,7 +243,7 @@ int pthread_mutex_lock(pthread_mutex_t* m) {
   if (__builtin_expect(IsPlainKind(m->__data.__kind) &&
                            (g_lock_hooks & kLockHooks) == 0,
                        1) &&
-      __builtin_expect(MutexCore::LockFast(MutexWord(m)), 1)) {
+      __builtin_expect(MutexCore::LockFast(MutexWord(m), MutexMetaOf(m)), 1)) {
     NoteMutexOwner(m);
     return 0;
   }
@@ -258,13 +258,13 @@ int pthread_mutex_trylock(pthread_mutex_t* m) {
   const int type = ShimMutexType(m->__data.__kind);
   if (type < 0) return EINVAL;
   std::atomic<uint32_t>* word = MutexWord(m);
-  if (type == PTHREAD_MUTEX_RECURSIVE && MutexCore::HeldByCurrentThread(word)) {
+  if (type == PTHREAD_MUTEX_RECURSIVE && MutexCore::HeldByCurrentThread(word, MutexMetaOf(m))) {
     if (m->__data.__count + 1 == 0) return EAGAIN;
     ++m->__data.__count;
     return 0;
   }
   // glibc's errorcheck trylock on a mutex the caller holds is EBUSY too.
-  if (!MutexCore::TryLock(word)) return EBUSY;
+  if (!MutexCore::TryLock(word, MutexMetaOf(m))) return EBUSY;
   NoteMutexOwner(m);
   if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
   if (StatsOn()) RecordAcquire(m, false, 0, __builtin_return_address(0));

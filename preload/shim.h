@@ -1,9 +1,13 @@
 // Internals shared by the preload shim's translation units.
 //
 // State lives in place inside glibc's objects (no side table):
-//   pthread_mutex_t  __lock   MutexCore word (0 = unlocked, as glibc)
+//   pthread_mutex_t  __lock   MutexCore word, in glibc's values (0 free,
+//                             1 locked, 2 locked with waiters)
 //                    __count  recursion depth (recursive kind)
-//                    __nusers spin moving average (glibc: user count)
+//                    __owner  the holder's thread id, as glibc keeps it
+//                    __list   __prev: MutexMeta (spin moving average,
+//                             holder's registry slot); __next: the deadlock
+//                             detector's generation (glibc: robust links)
 //                    __kind   glibc's kind word, set by glibc's init or a
 //                             static initializer; read to dispatch
 //                    __spins, __elision (4 bytes at offset 20): threads
@@ -48,6 +52,7 @@
 
 #include "preload/surface.h"
 #include "runtime/deadline.h"
+#include "sync/mutex_core.h"
 
 namespace parklot::internal::preload {
 
@@ -68,8 +73,12 @@ inline constexpr unsigned kCondMonotonic = 2;
 inline std::atomic<uint32_t>* MutexWord(pthread_mutex_t* m) {
   return reinterpret_cast<std::atomic<uint32_t>*>(&m->__data.__lock);
 }
-inline std::atomic<int32_t>* MutexEma(pthread_mutex_t* m) {
-  return reinterpret_cast<std::atomic<int32_t>*>(&m->__data.__nusers);
+inline MutexMeta* MutexMetaOf(pthread_mutex_t* m) {
+  static_assert(offsetof(__pthread_mutex_s, __list) == 24 &&
+                    sizeof(m->__data.__list) >= sizeof(MutexMeta) &&
+                    alignof(MutexMeta) <= 8,
+                "__list holds a MutexMeta");
+  return reinterpret_cast<MutexMeta*>(&m->__data.__list);
 }
 inline std::atomic<uint32_t>* MutexCondWaiters(pthread_mutex_t* m) {
   static_assert(offsetof(__pthread_mutex_s, __spins) == 20 &&

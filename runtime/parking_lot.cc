@@ -375,9 +375,10 @@ Leave LeaveQueue(ParkRecord* r, BucketTable& table,
     return Leave::kUnparkedFirst;
   }
   const uintptr_t current = r->waiter.current_key();
-  Waiter* prev = nullptr;
-  for (Waiter* w = b->head; w != &r->waiter; w = w->next) prev = w;
-  b->Remove(&r->waiter, prev);
+  // Not queued although not released: an unparker took it off the queue
+  // and was killed before it released it (a task on shared TLS:
+  // Bucket::RepairAfterDeadHolder). It leaves as if it had been queued.
+  b->RemoveIfQueued(&r->waiter);
   r->parker.store(0, std::memory_order_relaxed);
   left_queue(current, !b->HasKey(current, b->head));
   BucketTable::UnlockBucket(b);
@@ -591,10 +592,10 @@ ThreadData* ReclaimDeadGuest(int32_t tid) {
       int32_t dead = word.load(std::memory_order_acquire);
       won = (dead & FUTEX_OWNER_DIED) != 0 &&
             word.compare_exchange_strong(dead, tid, std::memory_order_acquire);
+      // Its task may have died after marking the record queued and before
+      // linking it, or while an unparker that unlinked it was killed too.
       if (won && r->parker.load(std::memory_order_relaxed) != 0) {
-        Waiter* prev = nullptr;
-        for (Waiter* w = b->head; w != &r->waiter; w = w->next) prev = w;
-        b->Remove(&r->waiter, prev);
+        b->RemoveIfQueued(&r->waiter);
       }
       BucketTable::UnlockBucket(b);
     }
@@ -913,10 +914,32 @@ ParkRecord* HandlerTaskRecord() {
 }
 }  // namespace
 
+namespace {
+// Spins on a claimed record before EnterSignalHandler asks whether its
+// claimer is gone (about a millisecond: a claim lasts a few instructions).
+constexpr uint32_t kStaleClaimCheck = 1 << 14;
+
+// A claim is made and ended under the record's bucket lock, so one still
+// set once that lock is held belongs to an unparker that was killed
+// holding it (a task on shared TLS, whose lock the next locker took over:
+// BucketLock::Lock). Clears it, so that the handler can mark the record.
+// Not from inside a lock section (the lock may be this task's own).
+void ClearStaleClaim(ParkRecord* r) {
+  if (InLockSection()) return;
+  BucketTable& table = GlobalTable();
+  SectionScope section(&table);
+  BucketTable::ReadSection rs(table);
+  Bucket* b = table.LockWaiterBucket(&r->waiter);
+  r->parker.fetch_and(~kParkerClaimed, std::memory_order_relaxed);
+  BucketTable::UnlockBucket(b);
+}
+}  // namespace
+
 void EnterSignalHandler(SignalHandlerScope* scope) {
   scope->marked = nullptr;
   ParkRecord* r = HandlerTaskRecord();
   if (r == nullptr) return;
+  uint32_t spins = 0;
   std::atomic<uint32_t>& parker = r->parker;
   uint32_t v = parker.load(std::memory_order_acquire);
   for (;;) {
@@ -932,6 +955,7 @@ void EnterSignalHandler(SignalHandlerScope* scope) {
       // An unparker on another thread is releasing us under its bucket
       // lock, now: wait the few instructions it needs.
       CpuRelax();
+      if (++spins % kStaleClaimCheck == 0) ClearStaleClaim(r);
       v = parker.load(std::memory_order_acquire);
       continue;
     }

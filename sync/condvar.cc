@@ -110,7 +110,7 @@ void PassOn(std::atomic<uintptr_t>* cv) {
 
 bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
                        std::atomic<uint32_t>* mutex_word,
-                       std::atomic<int32_t>* mutex_ema,
+                       MutexMeta* mutex_meta,
                        const Deadline& deadline) {
   const uintptr_t mine = KeyOf(mutex_word);
   bool requeued = false;
@@ -126,7 +126,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
   struct UnwindGuard {
     std::atomic<uintptr_t>* cv;
     std::atomic<uint32_t>* mutex_word;
-    std::atomic<int32_t>* mutex_ema;
+    MutexMeta* mutex_meta;
     const bool* requeued;
     bool armed = true;
     ~UnwindGuard() {
@@ -134,14 +134,14 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
       const ThreadData* td = CurrentThreadData();
       if (td->unwound_unparked &&
           td->unwound_token == MutexCore::kHandoffToken) {
-        MutexCore::TakeHandoff(mutex_word);
+        MutexCore::TakeHandoff(mutex_meta);
       } else {
         NotCancellable not_cancellable;
-        MutexCore::Lock(mutex_word, mutex_ema);
+        MutexCore::LockOneStep(mutex_word, mutex_meta);
       }
       if (td->unwound_unparked || *requeued) PassOn(cv);
     }
-  } guard{cv, mutex_word, mutex_ema, &requeued};
+  } guard{cv, mutex_word, mutex_meta, &requeued};
   const ParkResult r = Park(
       KeyOf(cv),
       [cv, mine] {
@@ -155,7 +155,7 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
         return true;
       },
       // Queued first, unlocked second: a notify after our unlock finds us.
-      [mutex_word] { MutexCore::Unlock(mutex_word); },
+      [mutex_word, mutex_meta] { MutexCore::UnlockOneStep(mutex_word, mutex_meta); },
       [cv, &requeued](uintptr_t key, bool was_last_thread) {
         // Timed out while requeued onto the mutex: not a condvar timeout;
         // the lock is re-acquired below like any wake-up.
@@ -172,12 +172,12 @@ bool CondVarCore::Wait(std::atomic<uintptr_t>* cv,
   }
   if (r.unparked() && r.token == MutexCore::kHandoffToken) {
     // Requeued onto the mutex and handed the lock by its unlock.
-    MutexCore::TakeHandoff(mutex_word);
+    MutexCore::TakeHandoff(mutex_meta);
     return true;
   }
   {
     NotCancellable not_cancellable;
-    MutexCore::Lock(mutex_word, mutex_ema);
+    MutexCore::LockOneStep(mutex_word, mutex_meta);
   }
   return !r.timed_out() || requeued;
 }

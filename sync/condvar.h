@@ -45,13 +45,13 @@ class CondVar {
   // `mu` before returning. May return spuriously: wait in a loop on the
   // predicate.
   void Wait(Mutex& mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    internal::CondVarCore::Wait(&state_, &mu.word_, &mu.ema_, Deadline::Never());
+    internal::CondVarCore::Wait(&state_, &mu.word_, &mu.meta_, Deadline::Never());
   }
   // As Wait, until `deadline` (either clock). Returns false on timeout; the
   // mutex is held again in every case.
   bool WaitUntil(Mutex& mu, Deadline deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return internal::CondVarCore::Wait(&state_, &mu.word_, &mu.ema_, deadline);
+    return internal::CondVarCore::Wait(&state_, &mu.word_, &mu.meta_, deadline);
   }
   // As WaitUntil(now + timeout) on CLOCK_MONOTONIC.
   bool WaitFor(Mutex& mu, absl::Duration timeout)

@@ -12,6 +12,8 @@
 
 namespace parklot::internal {
 
+struct MutexMeta;  // sync/mutex_core.h
+
 // The condvar algorithm on a caller-provided word (the address of the
 // mutex word its waiters use, or a sentinel), shared by CondVar and the
 // preload shim's pthread_cond_t. Not for direct use by applications.
@@ -28,7 +30,7 @@ class CondVarCore {
   // (a handoff from a requeue makes it ours directly). Returns false if the
   // deadline passed. Spurious returns are possible, as in POSIX.
   static bool Wait(std::atomic<uintptr_t>* cv, std::atomic<uint32_t>* mutex_word,
-                   std::atomic<int32_t>* mutex_ema, const Deadline& deadline);
+                   MutexMeta* mutex_meta, const Deadline& deadline);
 
   // As Wait for an arbitrary lock, released by `unlock(lock)` once the
   // thread is queued and re-acquired by `relock(lock)` on every way out (no

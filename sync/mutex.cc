@@ -7,39 +7,43 @@
 
 namespace parklot::internal {
 
-bool MutexCore::TryLock(std::atomic<uint32_t>* word) {
+namespace {
+// Takes the free word `*w` (0 or 3) for `slot`: free (0) becomes locked
+// (1), free with parked threads (3) locked with parked threads (2), so that
+// the unlock still wakes one. The compare-and-swap and the holder's record
+// are one step for a signal handler on this thread (LockFastOneStep). On
+// failure `*w` is the word's value.
+bool TakeFree(std::atomic<uint32_t>* word, MutexMeta* meta, uint32_t* w,
+              uint32_t slot) {
+  SectionScope section;
+  if (!word->compare_exchange_weak(
+          *w, *w == MutexCore::kFree ? MutexCore::kLocked
+                                     : MutexCore::kLockedParked,
+          std::memory_order_acquire, std::memory_order_relaxed)) {
+    return false;
+  }
+  meta->owner.store(slot, std::memory_order_relaxed);
+  return true;
+}
+}  // namespace
+
+bool MutexCore::TryLock(std::atomic<uint32_t>* word, MutexMeta* meta) {
+  const uint32_t slot = CurrentSlot();
   uint32_t w = word->load(std::memory_order_relaxed);
-  while (!(w & kLocked)) {
-    if (word->compare_exchange_weak(
-            w, (w & kWaitersParked) | OwnerWord(CurrentSlot()),
-            std::memory_order_acquire, std::memory_order_relaxed)) {
-      return true;
-    }
+  while (!IsLockedWord(w)) {
+    if (TakeFree(word, meta, &w, slot)) return true;
   }
   return false;
 }
 
-void MutexCore::TakeHandoff(std::atomic<uint32_t>* word) {
-  // The unlocker left the word locked with no owner; only the parked bit
-  // may change under us (other waiters setting it).
-  const uint32_t me = OwnerWord(CurrentSlot());
-  uint32_t w = word->load(std::memory_order_relaxed);
-  while (!word->compare_exchange_weak(w, (w & kWaitersParked) | me,
-                                      std::memory_order_acquire,
-                                      std::memory_order_relaxed)) {
-  }
-}
-
-bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
+bool MutexCore::LockSlow(std::atomic<uint32_t>* word, MutexMeta* meta,
                          const Deadline& deadline) {
-  const uint32_t me = OwnerWord(CurrentSlot());
-  SpinWait spin(ema);
+  const uint32_t slot = CurrentSlot();
+  SpinWait spin(&meta->ema);
   for (;;) {
     uint32_t w = word->load(std::memory_order_relaxed);
-    if (!(w & kLocked)) {
-      if (word->compare_exchange_weak(w, (w & kWaitersParked) | me,
-                                      std::memory_order_acquire,
-                                      std::memory_order_relaxed)) {
+    if (!IsLockedWord(w)) {
+      if (TakeFree(word, meta, &w, slot)) {
         spin.Acquired();
         return true;
       }
@@ -47,9 +51,9 @@ bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
     }
     // Spin only while nobody is parked (parked waiters mean the lock was
     // held longer than a spin before) and the spin policy says it can pay.
-    if (!(w & kWaitersParked)) {
-      if (spin.Spin(OwnerOf(w))) continue;
-      if (!word->compare_exchange_weak(w, w | kWaitersParked,
+    if (w == kLocked) {
+      if (spin.Spin(meta->owner.load(std::memory_order_relaxed))) continue;
+      if (!word->compare_exchange_weak(w, kLockedParked,
                                        std::memory_order_relaxed,
                                        std::memory_order_relaxed)) {
         continue;
@@ -58,21 +62,18 @@ bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
     const ParkResult r = Park(
         KeyOf(word),
         [word] {
-          return (word->load(std::memory_order_relaxed) &
-                  (kLocked | kWaitersParked)) == (kLocked | kWaitersParked);
+          return word->load(std::memory_order_relaxed) == kLockedParked;
         },
         [] {},
         [word](uintptr_t, bool was_last_thread) {
           // Under the bucket lock: no other thread can be parking now, so
           // if we were the last, nobody is parked any more.
-          if (was_last_thread) {
-            word->fetch_and(~kWaitersParked, std::memory_order_relaxed);
-          }
+          if (was_last_thread) ClearWaitersParked(word);
         },
         kDefaultParkToken, deadline);
     if (r.unparked()) {
       if (r.token == kHandoffToken) {
-        TakeHandoff(word);
+        TakeHandoff(meta);
         return true;
       }
     } else if (r.timed_out()) {
@@ -86,8 +87,8 @@ bool MutexCore::LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
 
 void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
   uint32_t w = word->load(std::memory_order_relaxed);
-  while (!(w & kWaitersParked)) {
-    if (word->compare_exchange_weak(w, 0, std::memory_order_release,
+  while (!HasParked(w)) {
+    if (word->compare_exchange_weak(w, kFree, std::memory_order_release,
                                     std::memory_order_relaxed)) {
       return;
     }
@@ -96,7 +97,9 @@ void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
     // Runs under the bucket lock, so no thread can park on the word between
     // our reading the queue and storing the word.
     if (r.unparked_threads != 0 && (force_fair || r.be_fair)) {
-      word->store(kLocked | (r.have_more_threads ? kWaitersParked : 0),
+      // Handed over: locked, with no holder recorded until the woken
+      // thread's TakeHandoff.
+      word->store(r.have_more_threads ? kLockedParked : kLocked,
                   std::memory_order_release);
       if (ThreadData* td = CurrentThreadDataIfAny()) {
         td->counters.Bump(td->counters.handoffs);
@@ -105,7 +108,7 @@ void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
     }
     // From this store on another thread may take, unlock and free the
     // mutex: nothing below touches it.
-    word->store(r.have_more_threads ? kWaitersParked : 0,
+    word->store(r.have_more_threads ? kFreeParked : kFree,
                 std::memory_order_release);
     return kDefaultUnparkToken;
   });

@@ -7,66 +7,135 @@
 #include <atomic>
 #include <cstdint>
 
+#include "hash/lock_section.h"
 #include "runtime/deadline.h"
 #include "runtime/parking_lot.h"
 #include "runtime/thread_data.h"
 
 namespace parklot::internal {
 
+// What a mutex keeps beside its lock word: the spin moving average
+// (runtime/spin.h) and the holder's registry slot, which owner checks
+// (HeldByCurrentThread) and owner-aware spinning read. Zero-filled memory
+// is a valid MutexMeta. Kept out of the lock word so that the word reads as
+// glibc's own (see MutexCore): the shim places it in pthread_mutex_t's
+// __list, which glibc uses only for robust mutexes (glibc runs those).
+struct MutexMeta {
+  std::atomic<int32_t> ema{0};
+  // The holder's slot; 0 while free, while a handoff is in flight, or
+  // between a compare-and-swap that took the word and the store after it.
+  // Written only by the holder, after it took the word and before it
+  // releases it, so a thread reads its own slot here only while it holds
+  // the lock.
+  std::atomic<uint32_t> owner{0};
+};
+
 // The lock algorithm, on caller-provided words, so that the same code runs
 // on a parklot::Mutex and in place inside a glibc pthread_mutex_t (the
 // preload shim). Not for direct use by applications.
 //
-// The lock word: bit 0 locked, bit 1 threads may be parked on the word's
-// address, bits 2..31 the owner's registry slot (0 while a handoff is in
-// flight). `ema` holds the moving average of spin rounds acquisitions
-// needed (runtime/spin.h). Zero-filled words are an unlocked mutex.
+// The lock word holds glibc's values for its states (nptl's lowlevellock:
+// 0 free, 1 locked, 2 locked with waiters), so that debuggers, core-file
+// readers and glibc's pretty printers read a mutex the shim runs as glibc's
+// (docs/design.md section 5.4). One state is the lot's own: 3, free with
+// threads still parked (an unlock woke one of several; barging lets any
+// thread take it), which glibc's readers take for "locked with waiters".
+// Zero-filled words are an unlocked mutex.
 class MutexCore {
  public:
+  static constexpr uint32_t kFree = 0;
   static constexpr uint32_t kLocked = 1;
-  // Threads may be parked on the word's address: an unlock must unpark.
-  // Set by a waiter before it parks, cleared by the last one to leave.
-  static constexpr uint32_t kWaitersParked = 2;
+  // Locked, and threads may be parked on the word's address: the unlock
+  // must unpark. Set by a waiter before it parks, cleared by the last one
+  // to leave.
+  static constexpr uint32_t kLockedParked = 2;
+  // Free, with threads parked.
+  static constexpr uint32_t kFreeParked = 3;
   // Unpark token telling a woken waiter that the lock was handed to it.
   static constexpr UnparkToken kHandoffToken = 1;
 
-  static uint32_t OwnerWord(uint32_t slot) { return slot << 2 | kLocked; }
-  static uint32_t OwnerOf(uint32_t word) { return word >> 2; }
+  static bool IsLockedWord(uint32_t w) { return w - kLocked < 2; }
+  static bool HasParked(uint32_t w) { return w >= kLockedParked; }
+  // `w` with the parked state set or cleared, locked or not as it was.
+  static uint32_t WithParked(uint32_t w) {
+    return IsLockedWord(w) ? kLockedParked : kFreeParked;
+  }
+  static uint32_t WithoutParked(uint32_t w) {
+    return IsLockedWord(w) ? kLocked : kFree;
+  }
 
   // Lock: one compare-and-swap when free. Returns false only if `deadline`
   // passed first.
-  static bool Lock(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
+  static bool Lock(std::atomic<uint32_t>* word, MutexMeta* meta,
                    const Deadline& deadline = Deadline::Never()) {
-    if (__builtin_expect(LockFast(word), 1)) return true;
-    return LockSlow(word, ema, deadline);
+    if (__builtin_expect(LockFast(word, meta), 1)) return true;
+    return LockSlow(word, meta, deadline);
   }
 
   // The uncontended attempt alone: one compare-and-swap from 0 (free, no
-  // parked threads). Returns whether the caller now holds the lock.
-  static bool LockFast(std::atomic<uint32_t>* word) {
-    uint32_t expected = 0;
-    return word->compare_exchange_weak(expected, OwnerWord(CurrentSlot()),
-                                       std::memory_order_acquire,
-                                       std::memory_order_relaxed);
+  // parked threads), then the holder's slot stored. Returns whether the
+  // caller now holds the lock.
+  static bool LockFast(std::atomic<uint32_t>* word, MutexMeta* meta) {
+    uint32_t expected = kFree;
+    if (!word->compare_exchange_weak(expected, kLocked,
+                                     std::memory_order_acquire,
+                                     std::memory_order_relaxed)) {
+      return false;
+    }
+    meta->owner.store(CurrentSlot(), std::memory_order_relaxed);
+    return true;
+  }
+
+  // LockFast, Lock and Unlock as one step for a signal handler on the
+  // calling thread: the word's change and the holder's record happen inside
+  // a lock section (hash/lock_section.h), so a handler that leaves by
+  // siglongjmp finds the lock either not taken or taken with its holder
+  // recorded, and a redone lock of an error-checking mutex answers EDEADLK
+  // rather than waiting on itself (docs/design.md section 2.9). For the
+  // mutexes whose holder is checked (the shim's error-checking and
+  // recursive kinds, a condvar wait's release and re-take); a few ns more
+  // than the plain calls. LockSlow and TryLock always take the word so.
+  static bool LockFastOneStep(std::atomic<uint32_t>* word, MutexMeta* meta) {
+    const uint32_t slot = CurrentSlot();  // may register: outside the section
+    SectionScope section;
+    uint32_t expected = kFree;
+    if (!word->compare_exchange_weak(expected, kLocked,
+                                     std::memory_order_acquire,
+                                     std::memory_order_relaxed)) {
+      return false;
+    }
+    meta->owner.store(slot, std::memory_order_relaxed);
+    return true;
+  }
+  static bool LockOneStep(std::atomic<uint32_t>* word, MutexMeta* meta,
+                          const Deadline& deadline = Deadline::Never()) {
+    return LockFastOneStep(word, meta) || LockSlow(word, meta, deadline);
+  }
+  static void UnlockOneStep(std::atomic<uint32_t>* word, MutexMeta* meta) {
+    SectionScope section;
+    Unlock(word, meta);
   }
 
   // The contended path of Lock: spins while it can pay, then parks.
   // Returns false only if `deadline` passed first.
-  static bool LockSlow(std::atomic<uint32_t>* word, std::atomic<int32_t>* ema,
+  static bool LockSlow(std::atomic<uint32_t>* word, MutexMeta* meta,
                        const Deadline& deadline);
 
   // Takes the lock if it is free (barging past parked waiters, as
   // pthread_mutex_trylock does). Never blocks.
-  static bool TryLock(std::atomic<uint32_t>* word);
+  static bool TryLock(std::atomic<uint32_t>* word, MutexMeta* meta);
 
-  // Unlock: one compare-and-swap when no thread is parked. The caller must
-  // hold the lock. After the word is released this touches only the
-  // parking lot, never the mutex's memory (docs/design.md section 6, invariant
-  // 2).
-  static void Unlock(std::atomic<uint32_t>* word, bool force_fair = false) {
-    uint32_t expected = OwnerWord(CurrentSlot());
+  // Unlock: a store and one compare-and-swap when no thread is parked. The
+  // caller must hold the lock (a plain pthread mutex may also be unlocked
+  // by another thread: the word is released all the same). After the word
+  // is released this touches only the parking lot, never the mutex's
+  // memory (docs/design.md section 6, invariant 2).
+  static void Unlock(std::atomic<uint32_t>* word, MutexMeta* meta,
+                     bool force_fair = false) {
+    meta->owner.store(0, std::memory_order_relaxed);
+    uint32_t expected = kLocked;
     if (__builtin_expect(!force_fair && word->compare_exchange_weak(
-                                            expected, 0,
+                                            expected, kFree,
                                             std::memory_order_release,
                                             std::memory_order_relaxed),
                          1)) {
@@ -76,27 +145,33 @@ class MutexCore {
   }
 
   // True if the calling thread holds the lock.
-  static bool HeldByCurrentThread(const std::atomic<uint32_t>* word) {
-    const uint32_t w = word->load(std::memory_order_relaxed);
+  static bool HeldByCurrentThread(const std::atomic<uint32_t>* word,
+                                  const MutexMeta* meta) {
     const ThreadData* td = CurrentThreadDataIfAny();
-    return (w & kLocked) && td != nullptr && OwnerOf(w) == td->slot;
+    return td != nullptr &&
+           IsLockedWord(word->load(std::memory_order_relaxed)) &&
+           meta->owner.load(std::memory_order_relaxed) == td->slot;
   }
   static bool IsLocked(const std::atomic<uint32_t>* word) {
-    return word->load(std::memory_order_relaxed) & kLocked;
+    return IsLockedWord(word->load(std::memory_order_relaxed));
   }
 
   // For CondVar's wait morphing, with the word's bucket locked (inside an
   // UnparkRequeue validate/callback): mark that threads are parked on it.
   static void MarkWaitersParked(std::atomic<uint32_t>* word) {
-    word->fetch_or(kWaitersParked, std::memory_order_relaxed);
+    uint32_t w = word->load(std::memory_order_relaxed);
+    while (!word->compare_exchange_weak(w, WithParked(w),
+                                        std::memory_order_relaxed,
+                                        std::memory_order_relaxed)) {
+    }
   }
   // As MarkWaitersParked, but only if the lock is held, atomically: a thread
   // requeued onto an unlocked mutex would wait for an unlock that never
   // comes. Returns whether it marked.
   static bool MarkWaitersParkedIfLocked(std::atomic<uint32_t>* word) {
     uint32_t w = word->load(std::memory_order_relaxed);
-    while (w & kLocked) {
-      if (word->compare_exchange_weak(w, w | kWaitersParked,
+    while (IsLockedWord(w)) {
+      if (word->compare_exchange_weak(w, kLockedParked,
                                       std::memory_order_relaxed,
                                       std::memory_order_relaxed)) {
         return true;
@@ -106,15 +181,22 @@ class MutexCore {
   }
 
   // With the word's bucket locked (inside an unpark's callback), when no
-  // thread is parked on it any more: clear the parked bit, as the last
+  // thread is parked on it any more: clear the parked state, as the last
   // waiter to leave by a timeout does.
   static void ClearWaitersParked(std::atomic<uint32_t>* word) {
-    word->fetch_and(~kWaitersParked, std::memory_order_relaxed);
+    uint32_t w = word->load(std::memory_order_relaxed);
+    while (HasParked(w) &&
+           !word->compare_exchange_weak(w, WithoutParked(w),
+                                        std::memory_order_relaxed,
+                                        std::memory_order_relaxed)) {
+    }
   }
 
   // After a park on `word` ended with kHandoffToken: record the caller as
-  // the owner of the lock it was handed.
-  static void TakeHandoff(std::atomic<uint32_t>* word);
+  // the holder of the lock it was handed (the unlocker left it locked).
+  static void TakeHandoff(MutexMeta* meta) {
+    meta->owner.store(CurrentSlot(), std::memory_order_relaxed);
+  }
 
  private:
   static void UnlockSlow(std::atomic<uint32_t>* word, bool force_fair);

@@ -223,9 +223,10 @@ bool SanitizerRuntime(const char* path, char* out, size_t size) {
   return false;
 }
 
-// The shim beside this program: installed, PREFIX/lib/parklot/parklot-run
-// and PREFIX/lib/libparklot_preload.so; in Bazel's output tree,
-// bazel-bin/tools/parklot_run and bazel-bin/preload/.
+// The shim beside this program: in the Debian package both lie in
+// /usr/lib/TRIPLET/parklot/; installed by tools/install,
+// PREFIX/lib/parklot/parklot-run and PREFIX/lib/libparklot_preload.so; in
+// Bazel's output tree, bazel-bin/tools/parklot_run and bazel-bin/preload/.
 bool FindShim(char* out, size_t size) {
   char exe[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -234,7 +235,7 @@ bool FindShim(char* out, size_t size) {
   char* slash = strrchr(exe, '/');
   if (slash == nullptr) return false;
   *slash = '\0';
-  static const char* const kCandidates[] = {"/../libparklot_preload.so",
+  static const char* const kCandidates[] = {"/libparklot_preload.so", "/../libparklot_preload.so",
                                             "/../preload/libparklot_preload.so"};
   for (const char* c : kCandidates) {
     snprintf(out, size, "%s%s", exe, c);

@@ -44,7 +44,7 @@ struct DebugInfo {
   uint32_t magic, version;
   int64_t data_tls_offset;
   uint32_t record_pointer_offset, key_offset, parker_offset, parker_queued;
-  uint32_t slot_offset, mutex_locked_bit, mutex_slot_shift;
+  uint32_t slot_offset, mutex_slot_offset, mutex_locked_max;
   uint32_t rwlock_writer_bit, rwlock_slot_shift, rwlock_slot_bits;
   uint32_t parked_since_offset, own_record_offset;
   uint64_t registry_chunks, registry_highest;
@@ -253,9 +253,11 @@ bool Screen(const DebugInfo& d, uint32_t tid_offset) {
     std::string held = "-";
     const uint32_t word = ReadOr<uint32_t>(t.key, 0);
     const Thread* holder = nullptr;
-    if (word & d.mutex_locked_bit) {
+    // A mutex's word holds glibc's values (1 or 2: locked), its holder's
+    // slot at mutex_slot_offset.
+    if (word >= 1 && word <= d.mutex_locked_max) {
       auto it = by_tid.find(ReadOr<int32_t>(t.key + 8, 0));
-      const uint32_t slot = word >> d.mutex_slot_shift;
+      const uint32_t slot = ReadOr<uint32_t>(t.key + d.mutex_slot_offset, 0);
       if (it != by_tid.end() && slot != 0 && it->second->slot == slot) {
         holder = it->second;
       }
@@ -345,7 +347,7 @@ int main(int argc, char** argv) {
   DebugInfo d;
   if (!Read(info_addr, &d, sizeof(d))) FailAccess(errno);
   if (d.magic != kMagic) Fail(Pid() + ": parklot_debug_info has a bad magic number");
-  if (d.version < kVersion) {
+  if (d.version != kVersion) {
     Fail(Pid() + ": its shim's parklot_debug_info is version " +
          std::to_string(d.version) + "; top needs " + std::to_string(kVersion) +
          " (a newer shim)");

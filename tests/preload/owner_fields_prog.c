@@ -4,7 +4,9 @@
  * error-checking, recursive; locked by lock, trylock, timedlock, and again
  * after a condvar wait), 0 once it is free and while a condvar wait has
  * released it; a write-locked rwlock's __data.__cur_writer is the writer's
- * id, 0 otherwise. And the state glibc's pretty printers read from an
+ * id, 0 otherwise. A mutex's __data.__lock reads as glibc's lowlevellock
+ * values: 1 held without waiters, 2 with a thread asleep waiting, 0 free.
+ * And the state glibc's pretty printers read from an
  * rwlock's __data.__readers: readers counted from bit 3 outside a write
  * phase (bit 0), bits 0 and 1 set while a writer holds it, no writer bit
  * and no readers when free. As under glibc.
@@ -47,6 +49,67 @@ static void* MutexHolder(void* arg) {
   return NULL;
 }
 
+/* Whether thread `tid` of this process is asleep (state S in its stat). */
+static int ThreadSleeping(int tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return 0;
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char* close = strrchr(buf, ')');
+  return close != NULL && close[1] == ' ' && close[2] == 'S';
+}
+
+/* A second thread that blocks on the held mutex, then takes and releases
+ * it once the holder lets go. */
+static int g_blocked_tid;
+static void* MutexBlocked(void* arg) {
+  (void)arg;
+  __atomic_store_n(&g_blocked_tid, (int)gettid(), __ATOMIC_RELEASE);
+  CHECK_RC(pthread_mutex_lock(g_mutex), 0);
+  CHECK_RC(pthread_mutex_unlock(g_mutex), 0);
+  return NULL;
+}
+
+/* glibc's lock word (__lock), which its pretty printers and debuggers
+ * read: 1 while held with nobody waiting ("Acquired, possibly with no
+ * waiters"), 2 once a thread sleeps waiting for it, 0 when free. */
+static void CheckLockWord(pthread_mutex_t* m, const char* name,
+                          const char* how) {
+  if (m->__data.__lock != 1) {
+    SHIM_FAIL("%s mutex, %s: __lock %d while held without waiters, want 1",
+              name, how, m->__data.__lock);
+  }
+  __atomic_store_n(&g_blocked_tid, 0, __ATOMIC_RELEASE);
+  pthread_t blocked = shim_spawn(MutexBlocked, NULL);
+  const int64_t deadline = shim_now_ns(CLOCK_MONOTONIC) + 20000000000LL;
+  int tid = 0;
+  /* Until the waiter sleeps in the lock with its mark on the word (it may
+   * spin first: adaptive kinds under glibc, every kind under the shim). */
+  while ((tid = __atomic_load_n(&g_blocked_tid, __ATOMIC_ACQUIRE)) == 0 ||
+         __atomic_load_n(&m->__data.__lock, __ATOMIC_ACQUIRE) != 2 ||
+         !ThreadSleeping(tid)) {
+    if (shim_now_ns(CLOCK_MONOTONIC) > deadline) {
+      FATAL("%s mutex, %s: __lock %d, the waiter never slept on it", name,
+            how, m->__data.__lock);
+    }
+    shim_sleep_ms(1);
+  }
+  if (m->__data.__lock != 2) {
+    SHIM_FAIL("%s mutex, %s: __lock %d with a sleeping waiter, want 2", name,
+              how, m->__data.__lock);
+  }
+  Step(2);
+  Await(3);
+  pthread_join(blocked, NULL);
+  if (m->__data.__lock != 0) {
+    SHIM_FAIL("%s mutex, %s: __lock %d once free, want 0", name, how,
+              m->__data.__lock);
+  }
+}
+
 static void CheckMutexKind(int type, const char* name) {
   for (int how = 0; how < kHows; ++how) {
     pthread_mutexattr_t attr;
@@ -64,8 +127,7 @@ static void CheckMutexKind(int type, const char* name) {
       SHIM_FAIL("%s mutex, %s: __owner %d while held, want the holder's tid %d",
                 name, kHowName[how], m.__data.__owner, g_holder_tid);
     }
-    Step(2);
-    Await(3);
+    CheckLockWord(&m, name, kHowName[how]);
     if (m.__data.__owner != 0) {
       SHIM_FAIL("%s mutex, %s: __owner %d once free, want 0", name,
                 kHowName[how], m.__data.__owner);

@@ -50,7 +50,8 @@ void OnOtherThread(Fn fn) {
 // Mutex
 
 TEST(MutexTest, LayoutAndConstantInit) {
-  static_assert(sizeof(Mutex) == 8, "a Mutex is one word plus its spin EMA");
+  static_assert(sizeof(Mutex) == 12,
+                "a Mutex is its word plus its MutexMeta (spin EMA, holder)");
   static constinit Mutex global;  // constexpr constructor
   global.Lock();
   EXPECT_TRUE(global.HeldByCurrentThread());
@@ -101,15 +102,17 @@ TEST(MutexTest, ZeroFilledWordsAreAnUnlockedMutex) {
   alignas(8) unsigned char raw[sizeof(Mutex)];
   std::memset(raw, 0, sizeof(raw));
   std::atomic<uint32_t>* word = reinterpret_cast<std::atomic<uint32_t>*>(raw);
-  std::atomic<int32_t>* ema =
-      reinterpret_cast<std::atomic<int32_t>*>(raw + 4);
-  ASSERT_TRUE(MutexCore::TryLock(word));
-  EXPECT_EQ(word->load(), MutexCore::OwnerWord(CurrentSlot()));
-  MutexCore::Unlock(word);
+  MutexMeta* meta = reinterpret_cast<MutexMeta*>(raw + 4);
+  ASSERT_TRUE(MutexCore::TryLock(word, meta));
+  // glibc's value for "locked, no waiters"; the holder beside the word.
+  EXPECT_EQ(word->load(), 1u);
+  EXPECT_EQ(meta->owner.load(), CurrentSlot());
+  MutexCore::Unlock(word, meta);
   EXPECT_EQ(word->load(), 0u);
-  MutexCore::Lock(word, ema);
-  EXPECT_TRUE(MutexCore::HeldByCurrentThread(word));
-  MutexCore::Unlock(word);
+  EXPECT_EQ(meta->owner.load(), 0u);
+  MutexCore::Lock(word, meta);
+  EXPECT_TRUE(MutexCore::HeldByCurrentThread(word, meta));
+  MutexCore::Unlock(word, meta);
   EXPECT_EQ(word->load(), 0u);
 }
 
@@ -217,15 +220,15 @@ TEST(MutexTest, TimedLockTimesOutNoEarlierThanItsDeadlineOnEitherClock) {
 TEST(MutexTest, LastTimedOutWaiterClearsParkedBit) {
   Watchdog dog(absl::Seconds(30), "MutexTest.LastTimedOutWaiterClearsParkedBit");
   std::atomic<uint32_t> word{0};
-  std::atomic<int32_t> ema{0};
-  MutexCore::Lock(&word, &ema);
-  const uint32_t mine = MutexCore::OwnerWord(CurrentSlot());
+  MutexMeta meta;
+  MutexCore::Lock(&word, &meta);
   OnOtherThread([&] {
     EXPECT_FALSE(MutexCore::Lock(
-        &word, &ema, Deadline::In(absl::Milliseconds(20))));
+        &word, &meta, Deadline::In(absl::Milliseconds(20))));
   });
-  EXPECT_EQ(word.load(), mine);
-  MutexCore::Unlock(&word);
+  EXPECT_EQ(word.load(), MutexCore::kLocked);
+  EXPECT_TRUE(MutexCore::HeldByCurrentThread(&word, &meta));
+  MutexCore::Unlock(&word, &meta);
   EXPECT_EQ(word.load(), 0u);
 }
 

@@ -10,8 +10,9 @@
 # exports `parklot_debug_info`, which says where each thread's data lies in
 # its TLS, how it leads to the thread's queue record, and how both are laid
 # out (docs/design.md §5.17); each thread's TLS is found from its %fs_base. Holders: a
-# mutex the shim runs keeps its holder's registry slot in its lock word and
-# the holder's thread id in glibc's __owner, a write-locked rwlock its
+# mutex the shim runs keeps glibc's values in its lock word, its holder's
+# registry slot beside it (in __list) and the holder's thread id in glibc's
+# __owner, a write-locked rwlock its
 # writer's slot in its word and the id in glibc's __cur_writer; both must
 # name one thread of the process. The lock's type is shown where the
 # program's debug information has the symbol's. Each parked thread shows the
@@ -26,9 +27,10 @@ import time
 import gdb
 
 _MAGIC = 0x544C4B50
-# Layout version 3 appended the registry's description (for `parklot top`)
-# to version 2's 64 bytes, which are all this extension reads.
-_VERSIONS = (2, 3)
+# Layout version 3: the mutex fields as MutexCore keeps them now (glibc's
+# values in the word, the holder's slot beside it), and the registry's
+# description (for `parklot top`) after the 64 bytes this extension reads.
+_VERSION = 3
 _LAYOUT = "<IIqIIIIIIIIII2I"  # parklot_debug_info's first 64 bytes
 
 
@@ -57,16 +59,15 @@ def _debug_info():
     info = {
         "magic": f[0], "version": f[1], "tls_offset": f[2], "record_ptr": f[3],
         "key": f[4], "parker": f[5], "queued": f[6], "slot": f[7],
-        "locked": f[8], "slot_shift": f[9],
+        "mutex_slot": f[8], "locked_max": f[9],
         "writer": f[10], "rw_shift": f[11], "rw_bits": f[12],
         "since": f[13], "own_record": f[14],
     }
     if info["magic"] != _MAGIC:
         raise gdb.GdbError("parklot: parklot_debug_info has a bad magic number")
-    if info["version"] not in _VERSIONS:
+    if info["version"] != _VERSION:
         raise gdb.GdbError("parklot: parklot_debug_info version %d, this "
-                           "extension reads %s" % (info["version"],
-                                                   " and ".join(map(str, _VERSIONS))))
+                           "extension reads %d" % (info["version"], _VERSION))
     if info["tls_offset"] == 0:
         raise gdb.GdbError("parklot: the shim's constructor has not run yet")
     return info
@@ -139,10 +140,11 @@ def _holder(key, records, info):
     the same thread, which rules out words of other kinds."""
     by_lwp = {r.thread.ptid[1]: r for r in records}
     word = _u32(key)
-    # A mutex: locked bit, slot << shift; glibc's __owner at offset 8.
-    if word & info["locked"]:
+    # A mutex: locked while 1..locked_max (glibc's values), the slot at
+    # its offset; glibc's __owner at offset 8.
+    if 1 <= word <= info["locked_max"]:
         r = by_lwp.get(_i32(key + 8))
-        slot = word >> info["slot_shift"]
+        slot = _u32(key + info["mutex_slot"])
         if r is not None and slot != 0 and r.slot == slot:
             return r, "__owner"
     # An rwlock held for writing: writer bits, slot in its field of the
