@@ -179,6 +179,21 @@ grep -q 'sampled none of its 1 contended waits' "$work/nothing_report.report" ||
   fail "parklot profile --png: $(head -c 300 "$work/launcher.err")"
 [ "$(head -c 8 two.png | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
   fail "parklot profile --png: not a PNG ($(head -c 16 two.png | od -An -c | head -1))"
+# -o FILE writes there; a PNG is never written to a terminal (script(1)
+# gives the launcher one); pprof's "Using local file" lines stay out.
+"$launcher" profile --png -o two-o.png two.prof 2>"$work/launcher.err" ||
+  fail "parklot profile --png -o: $(head -c 300 "$work/launcher.err")"
+cmp -s two.png two-o.png || fail "parklot profile --png -o: not the PNG that stdout got"
+! grep -q "Using local file" "$work/launcher.err" ||
+  fail "parklot profile: pprof's chatter reached the user: $(head -c 200 "$work/launcher.err")"
+if command -v script >/dev/null; then
+  script -qec "$launcher profile --png two.prof" /dev/null >"$work/tty.out" 2>&1
+  rc=$?
+  [ "$rc" = 2 ] && grep -q "not writing a PNG to a terminal" "$work/tty.out" ||
+    fail "parklot profile --png to a terminal: status $rc, $(head -c 200 "$work/tty.out")"
+else
+  echo "note: no script(1): the terminal refusal is not checked"
+fi
 "$launcher" profile --text --holders two.prof "$prog" >two.txt 2>>"$work/launcher.err" ||
   fail "parklot profile --text --holders: $(head -c 300 "$work/launcher.err")"
 # By source line (--lines): "drop_alpha FILE:LINE".
