@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "preload/diag/data_symbol.h"
+
 namespace {
 
 constexpr uint32_t kMagic = 0x544c4b50;  // "PKLT"
@@ -150,14 +152,9 @@ std::string LockName(uint64_t addr) {
   snprintf(hex, sizeof(hex), "%#lx", static_cast<unsigned long>(addr));
   Dwfl_Module* m = dwfl_addrmodule(g_dwfl, addr);
   if (m == nullptr) return hex;
-  GElf_Off off = 0;
-  GElf_Sym sym;
-  const char* name =
-      dwfl_module_addrinfo(m, addr, &off, &sym, nullptr, nullptr, nullptr);
-  if (name == nullptr || GELF_ST_TYPE(sym.st_info) != STT_OBJECT ||
-      (sym.st_size != 0 ? off >= sym.st_size : off != 0)) {
-    return hex;
-  }
+  uint64_t off = 0;
+  const char* name = parklot::internal::diag::DataSymbolAt(m, addr, &off);
+  if (name == nullptr) return hex;
   std::string out = name;
   if (off != 0) {
     char plus[32];

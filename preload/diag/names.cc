@@ -19,6 +19,7 @@
 #include <cxxabi.h>
 
 #include "absl/base/internal/spinlock.h"
+#include "preload/diag/data_symbol.h"
 #include "preload/diag/diag.h"
 
 namespace parklot::internal::preload {
@@ -69,16 +70,9 @@ bool NameLock(uintptr_t addr, char* buf, size_t size) {
   SpinLockHolder h(&g_names_mu);
   Dwfl_Module* m = ModuleOf(addr);
   if (m == nullptr) return false;  // heap, stack, anonymous memory
-  GElf_Off off = 0;
-  GElf_Sym sym;
-  const char* name =
-      dwfl_module_addrinfo(m, addr, &off, &sym, nullptr, nullptr, nullptr);
-  // Data only, and inside the symbol: an address past a sized symbol is
-  // not that symbol's (gdb's `info symbol` says the same).
-  if (name == nullptr || GELF_ST_TYPE(sym.st_info) != STT_OBJECT ||
-      (sym.st_size != 0 ? off >= sym.st_size : off != 0)) {
-    return false;
-  }
+  uint64_t off = 0;
+  const char* name = diag::DataSymbolAt(m, addr, &off);
+  if (name == nullptr) return false;
   char plain[256];
   Demangled(name, plain, sizeof(plain));
   if (off == 0) {
