@@ -12,6 +12,7 @@
 // leaves the caller to its fallback, the address or FUNCTION+0xOFF.
 #include <elfutils/libdwfl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -47,9 +48,24 @@ bool Report() {
   return dwfl_report_end(g_dwfl, nullptr, nullptr) == 0 && err == 0;
 }
 
+// Whether libdw has room to work: it reads whole symbol tables and DWARF
+// units into memory and does not survive an allocation that fails (a
+// SIGSEGV inside libdw-0.188 with the address space exhausted, seen under
+// //tests/preload:config_env_test). A report written when a probe of
+// kNamingRoom bytes of address space cannot be reserved keeps addresses.
+constexpr size_t kNamingRoom = size_t{64} << 20;
+bool RoomToName() {
+  void* p = mmap(nullptr, kNamingRoom, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  munmap(p, kNamingRoom);
+  return true;
+}
+
 // The module holding `addr`; the modules are read again once on a miss.
-// Under g_names_mu.
+// nullptr where there is no room to look (RoomToName). Under g_names_mu.
 Dwfl_Module* ModuleOf(uintptr_t addr) {
+  if (!RoomToName()) return nullptr;
   if (g_dwfl == nullptr && !Report()) return nullptr;
   Dwfl_Module* m = dwfl_addrmodule(g_dwfl, addr);
   if (m == nullptr && Report()) m = dwfl_addrmodule(g_dwfl, addr);
