@@ -28,10 +28,11 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -438,6 +439,44 @@ void RemoveDir() {
 
 }  // namespace
 
+namespace {
+
+// CMD's start, as posix_spawn would make it (a vfork: no copy of the
+// launcher's memory): with the signal mask and the SIGPIPE the launcher was
+// given, and one thing posix_spawn cannot give, PR_SET_PDEATHSIG: CMD is
+// killed if the launcher is (SIGKILL, which it cannot pass on), so it is
+// never left running as an orphan (the kernel clears it across a setuid
+// exec). `exec_errno` is execv's errno where it failed (the child shares
+// the launcher's memory until then).
+struct SpawnArgs {
+  const char* path;
+  char** argv;
+  const sigset_t* mask;
+  bool pipe_default;
+  pid_t launcher;
+  int exec_errno;
+};
+
+int SpawnChild(void* p) {
+  auto* a = static_cast<SpawnArgs*>(p);
+  if (a->pipe_default) signal(SIGPIPE, SIG_DFL);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // The launcher died before the line above: nobody would kill CMD.
+  if (getppid() != a->launcher) _exit(137);
+  sigprocmask(SIG_SETMASK, a->mask, nullptr);
+  execv(a->path, a->argv);
+  a->exec_errno = errno;
+  _exit(127);
+}
+
+// Returns CMD's pid, or -1 with errno.
+pid_t Spawn(SpawnArgs* a) {
+  alignas(16) static char stack[64 * 1024];
+  return clone(SpawnChild, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   bool stats = false, futex = false;
   const char* deadlock = nullptr;
@@ -578,19 +617,10 @@ int main(int argc, char** argv) {
     setenv("PARKLOT_PROFILE", var, 1);
   }
 
-  // posix_spawn (a vfork underneath): no copy of the launcher's memory.
-  // CMD gets the signal mask and the SIGPIPE the launcher was given.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setsigmask(&attr, &old_mask);
-  sigset_t pipe_default;
-  sigemptyset(&pipe_default);
-  if (!pipe_ignored) sigaddset(&pipe_default, SIGPIPE);
-  posix_spawnattr_setsigdefault(&attr, &pipe_default);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t child;
-  const int err = posix_spawn(&child, path, nullptr, &attr, cmd, environ);
-  posix_spawnattr_destroy(&attr);
+  SpawnArgs spawn{path, cmd, &old_mask, !pipe_ignored, getpid(), 0};
+  const pid_t child = Spawn(&spawn);
+  const int err = child < 0 ? errno : spawn.exec_errno;
+  if (child > 0 && err != 0) waitpid(child, nullptr, 0);
   if (err != 0) {
     fprintf(stderr, "parklot: %s: %s\n", cmd[0], strerror(err));
     RemoveDir();

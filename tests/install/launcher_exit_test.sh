@@ -4,7 +4,8 @@
 # catchable signal sent to the launcher never ends it first. It still
 # waits for the program, passes the signal on, removes its private
 # $TMPDIR/parklot-run.* directory and exits with the program's status; the
-# program is never left running as an orphan.
+# program is never left running as an orphan, not even when the launcher is
+# killed by SIGKILL.
 #   launcher_exit_test.sh TREE_TAR PROG_C
 set -uo pipefail
 tree_tar=$1 prog_c=$2
@@ -107,4 +108,24 @@ else
   fi
 fi
 if leftover; then fail "SIGUSR1: private directory left behind"; fi
+rm -rf "$TMPDIR"/parklot-run.*
+
+# 4. SIGKILL to the launcher, which it can neither catch nor pass on: the
+# kernel kills the program too (PR_SET_PDEATHSIG), so it is not left
+# running as an orphan. (The private directory stays: nothing can run.)
+"$launcher" run --stats -- "$prog" hang "$work/pid4" 2>/dev/null &
+lpid=$!
+if ! ppid=$(pid_from "$work/pid4"); then
+  fail "SIGKILL: the program never wrote its pid"
+  kill "$lpid" 2>/dev/null
+else
+  kill -KILL "$lpid"
+  wait "$lpid"
+  if ! gone "$ppid"; then
+    fail "SIGKILL to the launcher: program pid $ppid left running as an orphan"
+    kill -KILL "$ppid" 2>/dev/null
+  else
+    echo "ok: SIGKILL to the launcher: the program ended with it"
+  fi
+fi
 exit $status
