@@ -120,6 +120,12 @@ void _exit(int status) {
   __builtin_unreachable();
 }
 
+// Set by the first copy of the lot in the process that reads the
+// environment, so that a program linking libparklot.so under the shim is
+// warned of a bad knob once (runtime/config.cc; the library's copy finds
+// this definition through a weak reference).
+extern "C" __attribute__((visibility("default"))) int parklot_config_reported = 0;
+
 // Lets tests and `parklot info` ask whether the shim is loaded.
 __attribute__((visibility("default"))) int parklot_preload_active() {
   return 1;

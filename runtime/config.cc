@@ -12,8 +12,18 @@
 #include "base/text.h"
 #include "hash/lock_section.h"
 
+// Set by the first copy of the lot in the process to read the environment
+// (the preload shim defines and exports it, preload/init.cc): a program
+// that links libparklot.so and runs under the shim holds two copies, and
+// each would warn of the same bad knob. A weak reference: where the shim
+// is not loaded, the library's copy finds none and always warns.
+extern "C" int parklot_config_reported __attribute__((weak));
+
 namespace parklot::internal {
 namespace {
+// This parse stays quiet: another copy of the lot already warned of the
+// same environment (parklot_config_reported).
+bool g_quiet_parse = false;
 
 // Reports one rejected knob on one line of stderr: its name, the value
 // given, what is accepted and the default used instead. `value` may be any
@@ -33,6 +43,7 @@ void Reject(const char* prefix, const char* name, std::string_view value,
     for (int i = 0; i < 3; ++i) shown[n++] = '.';
   }
   shown[n] = '\0';
+  if (g_quiet_parse) return;
   // One write(2) of one line: no stdio, and no source location prefix,
   // which says nothing to a user.
   SayLine("parklot: ignoring %s%s=%s (accepted: %s); using the default %s",
@@ -152,6 +163,9 @@ Config ConfigFromEnvironment() {
   // The environment of a setuid program is its caller's: not one variable
   // of it is read, and no knob is reported (a report is a write).
   if (SecureMode()) return c;
+  int* const reported = &parklot_config_reported;
+  g_quiet_parse = reported != nullptr &&
+                  __atomic_exchange_n(reported, 1, __ATOMIC_RELAXED) != 0;
   if (const char* v = getenv("PARKLOT_POLICY")) {
     size_t fixed = 0;
     if (ParseGrowthPolicy(v, &c.table.policy, &fixed)) {

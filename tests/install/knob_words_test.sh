@@ -3,9 +3,11 @@
 # true, yes, t, y and 0, false, no, f, n, in any case), and the installed
 # man page, whose ENVIRONMENT list is the README's knobs table, says so for
 # PARKLOT_STATS and PARKLOT_SYSCALL_FUTEX.
-#   knob_words_test.sh TREE_TAR PROG_C
+# A bad knob is warned of once per process, also in a program that links
+# libparklot.so and runs under the shim (two copies of the lot).
+#   knob_words_test.sh TREE_TAR PROG_C LIB_PROG_CC
 set -uo pipefail
-tree_tar=$1 prog_c=$2
+tree_tar=$1 prog_c=$2 lib_prog_cc=$3
 work="${TEST_TMPDIR:-$(mktemp -d)}/knob_words"
 rm -rf "$work" && mkdir -p "$work/tree"
 tar -xf "$tree_tar" -C "$work/tree" || { echo "FAIL: unpack $tree_tar"; exit 1; }
@@ -39,4 +41,21 @@ for knob in PARKLOT_STATS PARKLOT_SYSCALL_FUTEX; do
     echo "ok: man page, $knob names 1/0, true/false, yes/no"
   fi
 done
+# One warning of a bad knob per process: the library alone, the shim
+# alone, and the library under the shim.
+lib="$work/tree/lib"
+if g++ -std=c++20 -pthread -I"$work/tree/include" "$lib_prog_cc" -L"$lib" -lparklot \
+     -Wl,-rpath,"$lib" -o "$work/lib_prog"; then
+  for run in "library alone:" "shim alone:$shim:/bin/true" "library under the shim:$shim"; do
+    what=${run%%:*} rest=${run#*:}
+    pre=${rest%%:*} cmd=${rest#*:}
+    [ "$cmd" = "$rest" ] && cmd=""
+    [ -n "$cmd" ] || cmd="$work/lib_prog"
+    n=$(timeout 60 env PARKLOT_BUCKETS=lots LD_PRELOAD="$pre" "$cmd" 2>&1 | grep -c 'ignoring PARKLOT_BUCKETS=lots')
+    if [ "$n" -ne 1 ]; then echo "FAIL: $what PARKLOT_BUCKETS=lots warned $n times (want 1)"; status=1
+    else echo "ok: $what one warning"; fi
+  done
+else
+  echo "FAIL: g++ of $lib_prog_cc against the tree"; status=1
+fi
 exit $status
