@@ -124,7 +124,9 @@ void _exit(int status) {
 // environment, so that a program linking libparklot.so under the shim is
 // warned of a bad knob once (runtime/config.cc; the library's copy finds
 // this definition through a weak reference).
-extern "C" __attribute__((visibility("default"))) int parklot_config_reported = 0;
+extern "C" {
+__attribute__((visibility("default"))) int parklot_config_reported = 0;
+}
 
 // Lets tests and `parklot info` ask whether the shim is loaded.
 __attribute__((visibility("default"))) int parklot_preload_active() {
