@@ -86,26 +86,35 @@ fi
 if leftover; then fail "hanging program: private directory left behind"; fi
 rm -rf "$TMPDIR"/parklot-run.*
 
-# 3. A catchable signal beyond SIGINT/SIGTERM/SIGHUP/SIGQUIT (SIGUSR1, whose
-# default ends a process) sent to the launcher: passed on, the program ends
-# of it, the launcher exits 128+10 after cleaning up.
-"$launcher" run --stats -- "$prog" hang "$work/pid3" 2>/dev/null &
-lpid=$!
-if ! ppid=$(pid_from "$work/pid3"); then
-  fail "SIGUSR1: the program never wrote its pid"
-  kill "$lpid" 2>/dev/null
-else
-  kill -USR1 "$lpid"
+# Starts `parklot run --stats` on a program that hangs, sends SIG to the
+# launcher once the program runs, and waits for the launcher: sets rc (its
+# status) and fails with WHAT unless the program is gone after it. Returns
+# 1 where it failed.
+signal_launcher() {
+  local sig=$1 what=$2 pidfile="$work/pid.$1"
+  "$launcher" run --stats -- "$prog" hang "$pidfile" 2>/dev/null &
+  local lpid=$! ppid
+  if ! ppid=$(pid_from "$pidfile"); then
+    fail "$what: the program never wrote its pid"
+    kill "$lpid" 2>/dev/null
+    return 1
+  fi
+  kill "-$sig" "$lpid"
   wait "$lpid"
   rc=$?
   if ! gone "$ppid"; then
-    fail "SIGUSR1 to the launcher: program pid $ppid left running (launcher status $rc)"
+    fail "$what: program pid $ppid left running as an orphan (launcher status $rc)"
     kill -KILL "$ppid" 2>/dev/null
-  elif [ "$rc" -ne 138 ]; then
-    fail "SIGUSR1 to the launcher: status $rc (want 138)"
-  else
-    echo "ok: SIGUSR1 to the launcher: passed on, status 138"
+    return 1
   fi
+}
+
+# 3. A catchable signal beyond SIGINT/SIGTERM/SIGHUP/SIGQUIT (SIGUSR1, whose
+# default ends a process) sent to the launcher: passed on, the program ends
+# of it, the launcher exits 128+10 after cleaning up.
+if signal_launcher USR1 "SIGUSR1 to the launcher"; then
+  if [ "$rc" -ne 138 ]; then fail "SIGUSR1 to the launcher: status $rc (want 138)"
+  else echo "ok: SIGUSR1 to the launcher: passed on, status 138"; fi
 fi
 if leftover; then fail "SIGUSR1: private directory left behind"; fi
 rm -rf "$TMPDIR"/parklot-run.*
@@ -113,19 +122,7 @@ rm -rf "$TMPDIR"/parklot-run.*
 # 4. SIGKILL to the launcher, which it can neither catch nor pass on: the
 # kernel kills the program too (PR_SET_PDEATHSIG), so it is not left
 # running as an orphan. (The private directory stays: nothing can run.)
-"$launcher" run --stats -- "$prog" hang "$work/pid4" 2>/dev/null &
-lpid=$!
-if ! ppid=$(pid_from "$work/pid4"); then
-  fail "SIGKILL: the program never wrote its pid"
-  kill "$lpid" 2>/dev/null
-else
-  kill -KILL "$lpid"
-  wait "$lpid"
-  if ! gone "$ppid"; then
-    fail "SIGKILL to the launcher: program pid $ppid left running as an orphan"
-    kill -KILL "$ppid" 2>/dev/null
-  else
-    echo "ok: SIGKILL to the launcher: the program ended with it"
-  fi
+if signal_launcher KILL "SIGKILL to the launcher"; then
+  echo "ok: SIGKILL to the launcher: the program ended with it"
 fi
 exit $status
