@@ -264,7 +264,12 @@ int pthread_mutex_trylock(pthread_mutex_t* m) {
     return 0;
   }
   // glibc's errorcheck trylock on a mutex the caller holds is EBUSY too.
-  if (!MutexCore::TryLock(word, MutexMetaOf(m))) return EBUSY;
+  // The owner-checked kinds record their holder in the same step.
+  const bool taken = type == PTHREAD_MUTEX_RECURSIVE ||
+                             type == PTHREAD_MUTEX_ERRORCHECK
+                         ? MutexCore::TryLockOneStep(word, MutexMetaOf(m))
+                         : MutexCore::TryLock(word, MutexMetaOf(m));
+  if (!taken) return EBUSY;
   NoteMutexOwner(m);
   if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
   if (StatsOn()) RecordAcquire(m, false, 0, __builtin_return_address(0));

@@ -10,12 +10,9 @@ namespace parklot::internal {
 namespace {
 // Takes the free word `*w` (0 or 3) for `slot`: free (0) becomes locked
 // (1), free with parked threads (3) locked with parked threads (2), so that
-// the unlock still wakes one. The compare-and-swap and the holder's record
-// are one step for a signal handler on this thread (LockFastOneStep). On
-// failure `*w` is the word's value.
+// the unlock still wakes one. On failure `*w` is the word's value.
 bool TakeFree(std::atomic<uint32_t>* word, MutexMeta* meta, uint32_t* w,
               uint32_t slot) {
-  SectionScope section;
   if (!word->compare_exchange_weak(
           *w, *w == MutexCore::kFree ? MutexCore::kLocked
                                      : MutexCore::kLockedParked,
@@ -27,8 +24,8 @@ bool TakeFree(std::atomic<uint32_t>* word, MutexMeta* meta, uint32_t* w,
 }
 }  // namespace
 
-bool MutexCore::TryLock(std::atomic<uint32_t>* word, MutexMeta* meta) {
-  const uint32_t slot = CurrentSlot();
+bool MutexCore::TryLockAs(std::atomic<uint32_t>* word, MutexMeta* meta,
+                          uint32_t slot) {
   uint32_t w = word->load(std::memory_order_relaxed);
   while (!IsLockedWord(w)) {
     if (TakeFree(word, meta, &w, slot)) return true;
@@ -43,7 +40,15 @@ bool MutexCore::LockSlow(std::atomic<uint32_t>* word, MutexMeta* meta,
   for (;;) {
     uint32_t w = word->load(std::memory_order_relaxed);
     if (!IsLockedWord(w)) {
-      if (TakeFree(word, meta, &w, slot)) {
+      bool took;
+      {
+        // The compare-and-swap and the holder's record as one step for a
+        // signal handler on this thread (LockFastOneStep): the shim's
+        // owner-checked kinds come here when contended.
+        SectionScope section;
+        took = TakeFree(word, meta, &w, slot);
+      }
+      if (took) {
         spin.Acquired();
         return true;
       }

@@ -94,7 +94,7 @@ class MutexCore {
   // rather than waiting on itself (docs/design.md section 2.9). For the
   // mutexes whose holder is checked (the shim's error-checking and
   // recursive kinds, a condvar wait's release and re-take); a few ns more
-  // than the plain calls. LockSlow and TryLock always take the word so.
+  // than the plain calls. LockSlow always takes the word so. Thread-safe.
   static bool LockFastOneStep(std::atomic<uint32_t>* word, MutexMeta* meta) {
     const uint32_t slot = CurrentSlot();  // may register: outside the section
     SectionScope section;
@@ -122,8 +122,16 @@ class MutexCore {
                        const Deadline& deadline);
 
   // Takes the lock if it is free (barging past parked waiters, as
-  // pthread_mutex_trylock does). Never blocks.
-  static bool TryLock(std::atomic<uint32_t>* word, MutexMeta* meta);
+  // pthread_mutex_trylock does). Never blocks. Returns whether the caller
+  // now holds it. TryLockOneStep as LockFastOneStep.
+  static bool TryLock(std::atomic<uint32_t>* word, MutexMeta* meta) {
+    return TryLockAs(word, meta, CurrentSlot());
+  }
+  static bool TryLockOneStep(std::atomic<uint32_t>* word, MutexMeta* meta) {
+    const uint32_t slot = CurrentSlot();  // may register: outside the section
+    SectionScope section;
+    return TryLockAs(word, meta, slot);
+  }
 
   // Unlock: a store and one compare-and-swap when no thread is parked. The
   // caller must hold the lock (a plain pthread mutex may also be unlocked
@@ -199,6 +207,8 @@ class MutexCore {
   }
 
  private:
+  static bool TryLockAs(std::atomic<uint32_t>* word, MutexMeta* meta,
+                        uint32_t slot);
   static void UnlockSlow(std::atomic<uint32_t>* word, bool force_fair);
 };
 
