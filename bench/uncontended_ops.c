@@ -18,6 +18,7 @@ static double CpuNs(void) {
 
 static pthread_mutex_t g_normal = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_recursive = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static pthread_mutex_t g_errorcheck = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static pthread_rwlock_t g_rwlock = PTHREAD_RWLOCK_INITIALIZER;
 
 #define MEASURE(name, n, lock, unlock)                        \
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
           pthread_mutex_unlock(&g_normal));
   MEASURE("recursive", n, pthread_mutex_lock(&g_recursive),
           pthread_mutex_unlock(&g_recursive));
+  MEASURE("errorcheck", n, pthread_mutex_lock(&g_errorcheck),
+          pthread_mutex_unlock(&g_errorcheck));
   MEASURE("wrlock", n, pthread_rwlock_wrlock(&g_rwlock),
           pthread_rwlock_unlock(&g_rwlock));
   MEASURE("rdlock", n, pthread_rwlock_rdlock(&g_rwlock),

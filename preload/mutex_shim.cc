@@ -79,7 +79,8 @@ int GlibcAcquired(pthread_mutex_t* m, int rc, const void* caller) {
 // A mutex glibc runs (robust, process-shared, priority), locked under
 // PARKLOT_DEADLOCK: in slices of glibc's timed lock, so that a long wait
 // checks for a deadlock. Returns what glibc's lock would.
-int GlibcLockWatched(pthread_mutex_t* m, const void* caller) {
+__attribute__((noinline)) int GlibcLockWatched(pthread_mutex_t* m,
+                                               const void* caller) {
   // A lock the thread holds (recursive re-lock, EDEADLK) adds no edge.
   DeadlockBeforeLock(m, LockMode::kExclusive, caller);
   int rc = 0;
@@ -111,9 +112,42 @@ int Timedlock(pthread_mutex_t* m, clockid_t clock,
   return LockSlow(m, abstime, clock, true, caller);
 }
 
+// A contended plain mutex with profiling alone on: out of line, so that
+// LockOther's frame holds no ProfileWait.
+__attribute__((noinline)) int LockProfiled(pthread_mutex_t* m) {
+  ProfileWait profiled(m);
+  MutexCore::LockSlow(MutexWord(m), MutexMetaOf(m), Deadline::Never());
+  NoteMutexOwner(m);
+  profiled.Acquired();
+  return 0;
+}
+
+// The owner-checked kinds (recursive, error-checking) with no hooks on:
+// a re-lock, or the uncontended lock as one step (LockFastOneStep). -1
+// where the lock is taken elsewhere (LockSlow: contended).
+[[gnu::always_inline]] inline int LockOwnerCheckedFast(pthread_mutex_t* m,
+                                                       int type) {
+  std::atomic<uint32_t>* word = MutexWord(m);
+  MutexMeta* meta = MutexMetaOf(m);
+  const uint32_t slot = CurrentSlot();
+  if (MutexCore::IsLocked(word) &&
+      meta->owner.load(std::memory_order_relaxed) == slot) {
+    if (type == PTHREAD_MUTEX_ERRORCHECK) return EDEADLK;
+    if (m->__data.__count + 1 == 0) return EAGAIN;
+    ++m->__data.__count;
+    return 0;
+  }
+  if (!MutexCore::LockFastOneStepAs(word, meta, slot)) return -1;
+  NoteMutexOwner(m);
+  if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
+  return 0;
+}
+
 // pthread_mutex_lock past its uncontended fast path: contended plain
 // mutexes (adaptive spinning is parklot's default for normal and adaptive
-// kinds), hooks, other kinds, mutexes glibc runs.
+// kinds), hooks, other kinds, mutexes glibc runs. A dispatcher with a
+// small frame: what needs a large one (timed and watched locks, profiling)
+// is out of line.
 __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
                                         const void* caller) {
   // Under Valgrind (the step-aside bit of g_lock_hooks failed the fast
@@ -129,17 +163,15 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
       NoteMutexOwner(m);
       return 0;
     }
-    if ((g_lock_hooks & kLockHooks) == 0) {
-      // Profiling alone, and the compare-and-swap failed: contended.
-      ProfileWait profiled(m);
-      MutexCore::LockSlow(MutexWord(m), MutexMetaOf(m), Deadline::Never());
-      NoteMutexOwner(m);
-      profiled.Acquired();
-      return 0;
-    }
+    // Profiling alone, and the compare-and-swap failed: contended.
+    if ((g_lock_hooks & kLockHooks) == 0) return LockProfiled(m);
   } else if (kind != kKindDestroyed && (kind & kKindGlibcOwned)) {
     if (DeadlockOn()) return GlibcLockWatched(m, caller);
     return __pthread_mutex_lock(m);
+  } else if (g_lock_hooks == 0 && ShimMutexType(kind) > 0 &&
+             ShimMutexType(kind) != PTHREAD_MUTEX_ADAPTIVE_NP) {
+    const int rc = LockOwnerCheckedFast(m, ShimMutexType(kind));
+    if (rc >= 0) return rc;
   }
   return LockSlow(m, nullptr, CLOCK_REALTIME, false, caller);
 }
@@ -157,10 +189,41 @@ __attribute__((noinline)) void UnlockHooks(pthread_mutex_t* m,
 
 }  // namespace
 
-int ShimMutexUnlock(pthread_mutex_t* m) {
-  const int kind = m->__data.__kind;
+namespace {
+
+// ShimMutexUnlock past the plain kinds: out of line, so that the plain
+// unlock's frame saves no register. `site`: the program's call of unlock.
+__attribute__((noinline)) int UnlockOther(pthread_mutex_t* m,
+                                          const void* site) {
+  if (__builtin_expect(SteppingAside(), 0)) {
+    return RealGlibc().pthread_mutex_unlock(m);
+  }
+  if (MutexIsGlibcOwned(m)) {
+    // A recursive one held more than once stays held.
+    if (DeadlockOn() && m->__data.__count <= 1) DeadlockReleased(m);
+    return __pthread_mutex_unlock(m);
+  }
+  const int type = ShimMutexType(m->__data.__kind);
+  if (type < 0) return EINVAL;
   std::atomic<uint32_t>* word = MutexWord(m);
-  if (__builtin_expect(IsPlainKind(kind), 1)) {
+  if (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) {
+    if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m, site);
+    ClearMutexOwner(m);
+    MutexCore::Unlock(word, MutexMetaOf(m));  // with unused kind bits set: still no check
+    return 0;
+  }
+  if (!MutexCore::HeldByCurrentThread(word, MutexMetaOf(m))) return EPERM;
+  if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
+  if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m, site);
+  ClearMutexOwner(m);
+  MutexCore::UnlockOneStep(word, MutexMetaOf(m));
+  return 0;
+}
+
+}  // namespace
+
+int ShimMutexUnlock(pthread_mutex_t* m) {
+  if (__builtin_expect(IsPlainKind(m->__data.__kind), 1)) {
     // Normal and adaptive: as glibc, no owner check (a foreign unlock
     // releases the lock). One test for the unlock hooks and the step-aside
     // bit (Valgrind: glibc's unlock, as every served name then is), the
@@ -170,35 +233,10 @@ int ShimMutexUnlock(pthread_mutex_t* m) {
       UnlockHooks(m, __builtin_return_address(0));
     }
     ClearMutexOwner(m);
-    MutexCore::Unlock(word, MutexMetaOf(m));
+    MutexCore::Unlock(MutexWord(m), MutexMetaOf(m));
     return 0;
   }
-  if (__builtin_expect(SteppingAside(), 0)) {
-    return RealGlibc().pthread_mutex_unlock(m);
-  }
-  if (MutexIsGlibcOwned(m)) {
-    // A recursive one held more than once stays held.
-    if (DeadlockOn() && m->__data.__count <= 1) DeadlockReleased(m);
-    return __pthread_mutex_unlock(m);
-  }
-  const int type = ShimMutexType(kind);
-  if (type < 0) return EINVAL;
-  if (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) {
-    if ((g_lock_hooks & kUnlockHooks) != 0) {
-      UnlockHooks(m, __builtin_return_address(0));
-    }
-    ClearMutexOwner(m);
-    MutexCore::Unlock(word, MutexMetaOf(m));  // with unused kind bits set: still no check
-    return 0;
-  }
-  if (!MutexCore::HeldByCurrentThread(word, MutexMetaOf(m))) return EPERM;
-  if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
-  if ((g_lock_hooks & kUnlockHooks) != 0) {
-    UnlockHooks(m, __builtin_return_address(0));
-  }
-  ClearMutexOwner(m);
-  MutexCore::UnlockOneStep(word, MutexMetaOf(m));
-  return 0;
+  return UnlockOther(m, __builtin_return_address(0));
 }
 
 }  // namespace parklot::internal::preload

@@ -96,7 +96,12 @@ class MutexCore {
   // recursive kinds, a condvar wait's release and re-take); a few ns more
   // than the plain calls. LockSlow always takes the word so. Thread-safe.
   static bool LockFastOneStep(std::atomic<uint32_t>* word, MutexMeta* meta) {
-    const uint32_t slot = CurrentSlot();  // may register: outside the section
+    // CurrentSlot may register: outside the section.
+    return LockFastOneStepAs(word, meta, CurrentSlot());
+  }
+  // LockFastOneStep for the caller's `slot` (CurrentSlot()).
+  static bool LockFastOneStepAs(std::atomic<uint32_t>* word, MutexMeta* meta,
+                                uint32_t slot) {
     SectionScope section;
     uint32_t expected = kFree;
     if (!word->compare_exchange_weak(expected, kLocked,
