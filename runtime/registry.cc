@@ -79,7 +79,7 @@ void UnlockRegistry(Registry& r) ABSL_NO_THREAD_SAFETY_ANALYSIS {
 
 // The spinning heuristic's thread states (1 MiB, .bss: read on contended
 // paths by any thread, so never moved or mapped late).
-std::atomic<uint8_t> g_states_storage[kMaxSlots];
+PARKLOT_LARGE_BSS std::atomic<uint8_t> g_states_storage[kMaxSlots];
 
 // The registry's per-index arrays: the live threads' data by registry
 // index (for the statistics snapshot and the fork child), their queue
@@ -102,7 +102,7 @@ struct IndexChunk {
 // constinit: zero-initialized in .bss, so no constructor runs at load time
 // and no page of it is touched before the first registration (a dynamic
 // initializer wrote all 304 KiB, 76 pages, in every process).
-constinit IndexChunk g_first_chunk;
+constinit PARKLOT_LARGE_BSS IndexChunk g_first_chunk;
 IndexChunk* g_chunks[kMaxSlots / kChunkSlots] = {&g_first_chunk};
 
 std::atomic<ThreadData*>& ByIndex(uint32_t i) {

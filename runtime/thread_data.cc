@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "base/anon_mmap.h"
 #include "base/futex.h"
 #include "base/shared_tls.h"
 #include "runtime/fork.h"
@@ -22,7 +23,7 @@ constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadData t_d
 constinit __attribute__((tls_model("initial-exec"))) thread_local bool t_registered;
 constinit std::atomic<void (*)(ParkRecord*)> g_wake_duty_hook{nullptr};
 // Guest records (GuestRecords).
-constinit GuestSlots g_guest_records;
+constinit PARKLOT_LARGE_BSS GuestSlots g_guest_records;
 constinit std::atomic<uint32_t> g_sched_generation{0};
 namespace {
 

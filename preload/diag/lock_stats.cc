@@ -202,7 +202,7 @@ namespace {
 // The report, formatted into static storage (threads' stacks may be small;
 // no malloc, which may be what ran out), one report at a time: a second
 // thread reporting at once (an _exit racing exit) writes the short form.
-char g_report[32 * 1024];
+PARKLOT_LARGE_BSS char g_report[32 * 1024];
 std::atomic<bool> g_report_busy{false};
 
 void StatsReport(TextBuffer* out) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "base/anon_mmap.h"
 #include "base/text.h"
 #include "hash/bucket_table.h"
 #include "preload/diag/deadlock.h"
@@ -25,11 +26,11 @@ struct SinkState {
   bool per_pid = false;      // the path has %p
   bool too_long = false;     // a path was given that does not fit
 };
-SinkState g_sinks[3];
+PARKLOT_LARGE_BSS SinkState g_sinks[3];
 pid_t g_start_pid = 0;
 // The executable's full path: dladdr names it by argv[0], which may be
 // relative to a directory the reader is not in.
-char g_exe[PATH_MAX] = "";
+PARKLOT_LARGE_BSS char g_exe[PATH_MAX];
 
 SinkState& StateOf(Sink sink) { return g_sinks[static_cast<int>(sink)]; }
 
