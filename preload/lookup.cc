@@ -353,6 +353,30 @@ __attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotGlibcOwn(
   return reinterpret_cast<void*>(addr);
 }
 
+// own_unwinder.c. glibc's dlopen and dlvsym, not the shim's (no
+// RTLD_DEEPBIND checks, no caller to answer for): libgcc_s is already
+// loaded whenever an unwind runs through the shim (glibc loads it for
+// cancellation and exit, a C++ program links it), so the dlopen finds it;
+// it loads it only in a program with a static unwinder, as the DT_NEEDED
+// entry this replaces did at start-up.
+__attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotUnwinderOwn(
+    const char* name, const char* version) {
+  using namespace parklot::internal::preload;
+  Objects local;
+  const Objects& o = GetObjects(&local);
+  static void* g_libgcc_s = nullptr;
+  void* handle = __atomic_load_n(&g_libgcc_s, __ATOMIC_ACQUIRE);
+  if (handle == nullptr) {
+    handle = RealGlibc().dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL |
+                                                     RTLD_NODELETE);
+    if (handle == nullptr) Fatal("libgcc_s.so.1 (the unwinder)");
+    __atomic_store_n(&g_libgcc_s, handle, __ATOMIC_RELEASE);
+  }
+  void* fn = reinterpret_cast<DlvsymFn>(o.glibc_dlvsym)(handle, name, version);
+  if (fn == nullptr) Fatal(name);
+  return fn;
+}
+
 __attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotDlsymSlow(
     void* handle, const char* name, const void* caller) {
   return parklot::internal::preload::Lookup(handle, name, nullptr, caller, false);

@@ -27,6 +27,8 @@
 #include "preload/diag/report.h"
 #include "runtime/deadline.h"
 
+extern "C" void ParklotResolveUnwinder();  // own_unwinder.c
+
 namespace parklot::internal::preload {
 
 std::atomic<uint32_t> g_profile_waits{0};
@@ -485,6 +487,9 @@ void EnableProfile(const Config& config) {
   dl_iterate_phdr(FindShim, &r);
   g_shim_begin = r.begin;
   g_shim_end = r.end;
+  // The walk's libgcc_s, found (or loaded) now rather than by a first walk
+  // inside a lock path (own_unwinder.c).
+  ParklotResolveUnwinder();
   g_lock_hooks |= kHookProfile;
 }
 

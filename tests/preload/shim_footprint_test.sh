@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The shim loads like part of libc (docs/design.md section 5.1):
-# its DT_NEEDED list is libc, libm, libgcc_s and the loader at most (and a
-# sanitizer build's runtimes); it exports no C++ runtime symbol of the
+# its DT_NEEDED list is libc, libm and the loader at most (and a sanitizer
+# build's runtimes), not libgcc_s, whose unwinder it finds when first used
+# (own_unwinder.c: the entry cost every process 6 page faults); it exports no C++ runtime symbol of the
 # libsupc++ it links; a plain run maps nothing but the shim beyond what the
 # program maps alone (no Abseil library, no libstdc++, not the diagnostics
 # object), while PARKLOT_STATS, PARKLOT_DEADLOCK and PARKLOT_PROFILE load
@@ -18,13 +19,17 @@ shim=$1
 
 needed=$(readelf -d "$shim" | awk '/\(NEEDED\)/ {gsub(/[][]/, "", $5); print $5}')
 sanitized=0
+gcc_s=0
 for lib in $needed; do
   case "$lib" in
-    libc.so.6|libm.so.6|libgcc_s.so.1|ld-linux-x86-64.so.2) ;;
+    libc.so.6|libm.so.6|ld-linux-x86-64.so.2) ;;
     libasan.so.*|libubsan.so.*) sanitized=1 ;;  # --config=asan's runtimes
-    *) fail "the shim needs $lib (allowed: libc, libm, libgcc_s, the loader)" ;;
+    libgcc_s.so.1) gcc_s=1 ;;
+    *) fail "the shim needs $lib (allowed: libc, libm, the loader)" ;;
   esac
 done
+[ "$gcc_s" -eq 1 ] && [ "$sanitized" -eq 0 ] &&
+  fail "the shim needs libgcc_s.so.1 (its unwinder is found when first used)"
 echo "shim DT_NEEDED: $(echo $needed)"
 
 # Address space: every process that preloads the shim maps its segments
