@@ -216,7 +216,6 @@ BucketTable::BucketTable(const TableOptions& options) : options_(options) {
                       ? kMaxTableBuckets
                       : options_.max_collision_buckets);
   sample_collisions_ = options_.policy == GrowthPolicy::kAdaptive;
-  collision_cap_.store(options_.max_collision_buckets, std::memory_order_relaxed);
   // Only the `cpus` policy sizes by CPUs (a table made directly, as tests
   // and benchmarks make them; the runtime passes the count it read at
   // start-up, docs/design.md section 3.13).
@@ -313,8 +312,7 @@ Bucket* BucketTable::LockBucket(uintptr_t key) const {
     // bucket can be in progress or pending.
     if (table_.load(std::memory_order_relaxed) == t) {
       // At the collision cap, samples could ask for nothing: none is taken.
-      if (sample_collisions_ &&
-          t->size < collision_cap_.load(std::memory_order_relaxed) &&
+      if (sample_collisions_ && t->size < options_.max_collision_buckets &&
           SampleDue()) {
         SampleCollision(b, key, t->size);
       }
@@ -467,23 +465,8 @@ void BucketTable::SampleCollision(Bucket* b, uintptr_t key,
   if (samples < kCollisionWindow) return;
   sampled_locks_.fetch_add(samples, std::memory_order_relaxed);
   sampled_collisions_.fetch_add(collisions, std::memory_order_relaxed);
-  // Sizes fit 32 bits (kMaxTableBuckets); the rate is at most 2^16.
-  const uint64_t rate = (collisions << 16) / samples;
-  const uint64_t last = last_judged_.exchange(uint64_t{size} << 32 | rate,
-                                              std::memory_order_relaxed);
   if (collisions * kCollisionRateDivisor <= samples) return;
-  if (size >= collision_cap_.load(std::memory_order_relaxed) || immutable()) {
-    return;
-  }
-  // The first window after a collision growth, judged against the one
-  // before it: a growth that did not bring the rate below 3/4 of it could
-  // not separate the keys, nor would a bigger one (see kCollisionWindow).
-  if (size == collision_grown_to_.load(std::memory_order_relaxed) &&
-      (last >> 32) != 0 && (last >> 32) < size &&
-      rate * 4 > (last & 0xffffffff) * 3) {
-    collision_cap_.store(size, std::memory_order_relaxed);
-    return;
-  }
+  if (size >= options_.max_collision_buckets || immutable()) return;
   // While buckets hold few keys each, collisions fall in proportion to the
   // size: grow by the factor that brings the rate to the threshold at once
   // (one window per growth, not one per doubling), at least 2x.
@@ -500,8 +483,9 @@ void BucketTable::GrowForCollisions(size_t from, size_t to) {
   // start another on this thread.
   BusyScope busy;
   size_t target = to;
-  const size_t cap = collision_cap_.load(std::memory_order_relaxed);
-  if (target > cap) target = cap;
+  if (target > options_.max_collision_buckets) {
+    target = options_.max_collision_buckets;
+  }
   if (target > options_.max_buckets) target = options_.max_buckets;
   // Another thread grew the table since this thread's window ended: the
   // collisions it counted were of the smaller table.
@@ -552,7 +536,6 @@ bool BucketTable::Replace(size_t target, bool for_collisions)
   }
   growths_.fetch_add(1, std::memory_order_relaxed);
   if (for_collisions) {
-    collision_grown_to_.store(fresh->size, std::memory_order_relaxed);
     collision_growths_.fetch_add(1, std::memory_order_relaxed);
   }
   for (size_t i = 0; i < old->size; ++i) old_buckets[i].lock.Unlock();

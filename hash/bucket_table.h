@@ -266,16 +266,6 @@ class BucketTable {
   // running on it), and if no other thread grew the table since. Like
   // every growth it waits for nobody (it may run on any thread, in a
   // handler): the old table is retired and stays mapped.
-  //
-  // A growth that did not separate the keys stops collision growth: when
-  // the first window judged after a collision growth still shows more
-  // than 3/4 of the rate that asked for it (a proportional fall would be
-  // to half or less), the keys that meet in a bucket are too many for any
-  // table to separate (threads cycling over thousands of keys each share
-  // every bucket at every size), and the collision cap drops to the
-  // current size. A bigger table then only spreads the same sharing over
-  // more cache lines and pages: 2 threads x 16,384 keys ran at 0.65x the
-  // CPU per operation of 1,024 buckets in 16,384.
   static constexpr uint32_t kCollisionSampleEvery = 16;  // mean interval
   static constexpr uint32_t kCollisionBatch = 64;        // samples
   static constexpr uint32_t kCollisionWindow = 2048;     // samples
@@ -391,14 +381,6 @@ class BucketTable {
   mutable std::atomic<uint64_t> sampled_collisions_{0};
   // kAdaptive: LockBucket samples collisions.
   bool sample_collisions_ = false;
-  // kAdaptive: the collision cap in force: options_.max_collision_buckets,
-  // or the size at which a collision growth did not separate the keys.
-  mutable std::atomic<size_t> collision_cap_{0};
-  // kAdaptive: the last judged window, its table's size << 32 | its
-  // collisions per 2^16 samples; and the size of the last collision growth
-  // (guarded by grow_lock_ for writes).
-  mutable std::atomic<uint64_t> last_judged_{0};
-  std::atomic<size_t> collision_grown_to_{0};
   // kAdaptive: the current window of samples, collisions << 32 | samples
   // (see kCollisionWindow); emptied when a window is judged and at growth.
   // On a line of its own: every LockBucket reads table_.

@@ -14,7 +14,6 @@
 #include <atomic>
 #include <cstdint>
 #include <thread>
-#include <vector>
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -214,63 +213,6 @@ TEST(AdaptivePolicy, CyclingThreadsAreSampledAcrossTheirCycles) {
   EXPECT_EQ(t.collision_growths(), 1u);
   EXPECT_GT(t.sampled_collisions() * BucketTable::kCollisionRateDivisor,
             t.sampled_locks());
-}
-
-// Keys that share a bucket at every size a growth could reach, which no
-// growth separates (as threads each cycling over thousands of keys share
-// every bucket): pairs of words in one bucket of the collision cap's table
-// (the index is the hash's top bits, so they share one at every smaller
-// size too). Two threads take turns, thread 0 over the pairs' first keys,
-// thread 1 over their second. The first growth, by the factor their rate
-// asks for, leaves the rate where it was, so the table stops there, below
-// the cap, and samples nothing more. (Before, the next window grew it
-// again, to the cap.)
-TEST(AdaptivePolicy, AGrowthThatSeparatesNothingIsTheLast) {
-  WATCHDOG("AGrowthThatSeparatesNothingIsTheLast");
-  constexpr size_t kCap = size_t{1} << 16;
-  TableOptions at_cap = Adaptive();
-  at_cap.policy = GrowthPolicy::kFixed;
-  at_cap.buckets = kCap;
-  const BucketTable index(at_cap);
-  ASSERT_EQ(index.bucket_count(), kCap);
-  // More words than buckets, so that some share one (consecutive words
-  // never do: the hash spreads an arithmetic sequence evenly).
-  static uint32_t pool[4 * kCap];
-  std::vector<uintptr_t> seen(kCap, 0);
-  constexpr size_t kPairs = 64;
-  uintptr_t first[kPairs], second[kPairs];
-  size_t pairs = 0;
-  for (size_t i = 0; i < 4 * kCap && pairs < kPairs; ++i) {
-    const uintptr_t key = reinterpret_cast<uintptr_t>(&pool[i]);
-    uintptr_t& other = seen[index.BucketIndex(key)];
-    if (other == 0) {
-      other = key;
-    } else if (other != UINTPTR_MAX) {
-      first[pairs] = other;
-      second[pairs] = key;
-      ++pairs;
-      other = UINTPTR_MAX;  // one pair per bucket
-    }
-  }
-  ASSERT_EQ(pairs, kPairs);
-  BucketTable t(Adaptive(kCap));
-  std::atomic<int> turn{0};
-  auto body = [&](int me) {
-    for (uint32_t i = 0; i < LocksForWindows(4); ++i) {
-      while (turn.load(std::memory_order_acquire) != me) sched_yield();
-      LockOnce(t, me == 0 ? first[i % pairs] : second[i % pairs]);
-      turn.store(1 - me, std::memory_order_release);
-    }
-  };
-  std::thread t0(body, 0), t1(body, 1);
-  t0.join();
-  t1.join();
-  EXPECT_EQ(t.collision_growths(), 1u);
-  EXPECT_GT(t.bucket_count(), 16u);
-  EXPECT_LT(t.bucket_count(), kCap);
-  // The window that grew it and the one that judged the growth.
-  EXPECT_EQ(t.sampled_locks(), 2u * kWindow);
-  EXPECT_GT(t.sampled_collisions() * 4, t.sampled_locks());
 }
 
 // Two threads taking turns on one key share its bucket as a waker and its
