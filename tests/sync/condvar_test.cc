@@ -24,21 +24,11 @@
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
 #include "sync/mutex.h"
-#include "tests/sync/mutex_test_util.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
-
-using ::parklot::internal::testing::DestroyPoisonFree;
-using ::parklot::internal::testing::Eventually;
-using ::parklot::internal::testing::MallocNew;
-using ::parklot::internal::testing::RealtimeNow;
-using ::parklot::internal::testing::Rng;
-using ::parklot::internal::testing::Scaled;
-using ::parklot::internal::testing::TableIsAsBuilt;
-using ::parklot::internal::testing::ThreadRef;
-using ::parklot::internal::testing::Watchdog;
 
 TEST(CondVarTest, TableIsAsBuilt) {
   Mutex mu;
@@ -654,19 +644,24 @@ TEST(CondVarTest, SwitchesMutexWhileOldWaitersAreRequeued) {
     bool go1 = false, go2 = false;   // guarded by m1 / m2
     std::atomic<int> done{0};
     std::vector<std::thread> threads;
-    for (int i = 0; i < kPer; ++i) {
-      threads.emplace_back([&] {
-        m1.Lock();
-        ++waiting1;
-        while (!go1) cv.Wait(m1);
-        m1.Unlock();
-        done.fetch_add(1);
+    // kPer waiters on cv with `m` until `go`; true once all have counted
+    // themselves in `waiting`.
+    auto add_waiters = [&](Mutex& m, int& waiting, bool& go) {
+      for (int i = 0; i < kPer; ++i) {
+        threads.emplace_back([&] {
+          m.Lock();
+          ++waiting;
+          while (!go) cv.Wait(m);
+          m.Unlock();
+          done.fetch_add(1);
+        });
+      }
+      return Eventually([&] {
+        std::lock_guard<Mutex> g(m);
+        return waiting == kPer;
       });
-    }
-    ASSERT_TRUE(Eventually([&] {
-      std::lock_guard<Mutex> g(m1);
-      return waiting1 == kPer;
-    }));
+    };
+    ASSERT_TRUE(add_waiters(m1, waiting1, go1));
     m1.Lock();
     go1 = true;
     if (notify_one_first) {
@@ -675,19 +670,7 @@ TEST(CondVarTest, SwitchesMutexWhileOldWaitersAreRequeued) {
       EXPECT_EQ(cv.NotifyAll(), static_cast<size_t>(kPer));  // all on m1
     }
     // m1 stays held: its waiters cannot leave. Now waiters of m2 arrive.
-    for (int i = 0; i < kPer; ++i) {
-      threads.emplace_back([&] {
-        m2.Lock();
-        ++waiting2;
-        while (!go2) cv.Wait(m2);
-        m2.Unlock();
-        done.fetch_add(1);
-      });
-    }
-    ASSERT_TRUE(Eventually([&] {
-      std::lock_guard<Mutex> g(m2);
-      return waiting2 == kPer;
-    }));
+    ASSERT_TRUE(add_waiters(m2, waiting2, go2));
     m2.Lock();
     go2 = true;
     const size_t notified = cv.NotifyAll();
@@ -1024,4 +1007,4 @@ TEST(CondVarTest, DestroyedAndPoisonedRightAfterLastWaiterReturns) {
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing
