@@ -10,6 +10,8 @@
 #   bench/barrier_cost.sh bazel-bin/bench/barrier_rounds \
 #       parklot=bazel-bin/preload/libparklot_preload.so
 set -euo pipefail
+# shellcheck source=bench/shim_configs.sh
+source "$(dirname "${BASH_SOURCE[0]}")/shim_configs.sh"
 reps=5
 pin=""
 while :; do
@@ -19,19 +21,12 @@ while :; do
     *) break ;;
   esac
 done
-prog=$1
-shift
-configs=(glibc "$@")
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+shim_configs "$@"
 for ((r = 0; r < reps; r++)); do
   for shape in "8 2000" "64 250" "1024 20"; do
     for c in "${configs[@]}"; do
-      name=${c%%=*}
-      pre=""
-      [ "$name" = glibc ] || pre=$(readlink -f "${c#*=}")
       set -- $shape
-      LD_PRELOAD="$pre" timeout 120 "$prog" "$1" "$2" $pin >>"$out/$name.$1" 
+      run_config "$c" "${c%%=*}.$1" "$1" "$2" $pin
     done
   done
 done

@@ -105,8 +105,8 @@ class Contended : public Scenario {
   int number() const override { return 2; }
 
   std::vector<std::string> Notes(const Plan& plan) const override {
-    if (plan.mode == "quick") return {"quick 2: work (10,100) left out"};
-    return {};
+    return plan.Pick<std::vector<std::string>>(
+        {}, {"quick 2: work (10,100) left out"}, {});
   }
 
   void Measure(Context& c) override {
@@ -137,17 +137,13 @@ class Contended : public Scenario {
 
   std::vector<Table> Tables(const Plan& plan) const override {
     (void)plan;
-    using C = Column;
-    return {
-        {"contended",
-         "2. contended throughput: T threads, cs/out = work units "
-         "(~1ns) inside/outside the lock",
-         {{"ops_per_s", "ops/s", C::kRate, true, true},
-          {"cpu_ns_per_op", "cpu/op", C::kTime, false, true},
-          {"vcsw_per_op", "vcsw/op", C::kCount, false, false},
-          {"ivcsw_per_op", "ivcsw/op", C::kCount, false, false},
-          {"min_max", "thr min/max", C::kFixed, false, false},
-          {"cv", "thr cv", C::kFixed, false, false}}}};
+    std::vector<Column> columns = SummaryColumns("op");
+    columns.push_back({"min_max", "thr min/max", Column::kFixed, false, false});
+    columns.push_back({"cv", "thr cv", Column::kFixed, false, false});
+    return {{"contended",
+             "2. contended throughput: T threads, cs/out = work units "
+             "(~1ns) inside/outside the lock",
+             columns}};
   }
 
   void Targets(const Results& r, std::vector<Verdict>* v) const override {
@@ -213,9 +209,8 @@ class Contended : public Scenario {
         }
       }
       absl::StrAppend(&gp, "unset multiplot\n");
-      const std::string script = absl::StrCat(data, "/contended_", pin, ".gp");
-      WriteFile(script, gp);
-      scripts->push_back(script);
+      AddPlotScript(absl::StrCat(data, "/contended_", pin, ".gp"), gp,
+                    scripts);
     }
   }
 };

@@ -111,11 +111,10 @@ class Fairness : public Scenario {
   int number() const override { return 3; }
 
   std::vector<std::string> Notes(const Plan& plan) const override {
-    if (plan.mode == "quick") {
-      return {"quick 3: T=8, critical section 10us-busy and delay 1us left "
-              "out"};
-    }
-    return {};
+    return plan.Pick<std::vector<std::string>>(
+        {},
+        {"quick 3: T=8, critical section 10us-busy and delay 1us left out"},
+        {});
   }
 
   void Measure(Context& c) override {
@@ -227,9 +226,7 @@ class Fairness : public Scenario {
       }
     }
     absl::StrAppend(&gp, "unset multiplot\n");
-    const std::string script = data + "/fairness_p99.gp";
-    WriteFile(script, gp);
-    scripts->push_back(script);
+    AddPlotScript(data + "/fairness_p99.gp", gp, scripts);
   }
 };
 

@@ -300,9 +300,7 @@ class Wakeup : public Scenario {
       }
     }
     absl::StrAppend(&gp, "unset multiplot\n");
-    const std::string script = data + "/wakeup_latency.gp";
-    WriteFile(script, gp);
-    scripts->push_back(script);
+    AddPlotScript(data + "/wakeup_latency.gp", gp, scripts);
   }
 };
 

@@ -129,16 +129,13 @@ class HashScaling : public Scenario {
   int number() const override { return 5; }
 
   std::vector<std::string> Notes(const Plan& plan) const override {
-    if (plan.mode == "full") {
-      return {"scenario 5 pinned: 6 of the 13 configurations "
-              "(kernel/default, kernel/global, parklot/adaptive, "
-              "parklot/threads, parklot/cpus, parklot/fixed:1024)"};
-    }
-    if (plan.mode == "quick") {
-      return {"quick 5: 7 of 13 configurations; pinned at 2 and 1024 threads "
-              "only"};
-    }
-    return {};
+    return plan.Pick<std::vector<std::string>>(
+        {"scenario 5 pinned: 6 of the 13 configurations (kernel/default, "
+         "kernel/global, parklot/adaptive, parklot/threads, parklot/cpus, "
+         "parklot/fixed:1024)"},
+        {"quick 5: 7 of 13 configurations; pinned at 2 and 1024 threads "
+         "only"},
+        {});
   }
 
   void RunAfterTables(Context& c) override {
@@ -230,9 +227,7 @@ class HashScaling : public Scenario {
                       PlotLines(file, r.Impls("hash"), true));
     }
     absl::StrAppend(&gp, "unset multiplot\n");
-    const std::string script = data + "/hash_scaling.gp";
-    WriteFile(script, gp);
-    scripts->push_back(script);
+    AddPlotScript(data + "/hash_scaling.gp", gp, scripts);
   }
 };
 

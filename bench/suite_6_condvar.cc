@@ -3,7 +3,6 @@
 // context switches per waiter).
 #include <limits.h>
 #include <pthread.h>
-#include <string.h>
 
 #include <algorithm>
 #include <atomic>
@@ -120,24 +119,16 @@ std::string RunBroadcast(int waiters, int rounds, bool pin, Sample* s) {
     int passed = 0;    // under the mutex
     bool stop = false;  // under the mutex
     int n = 0;
-    bool pin = false;
     alignas(64) std::atomic<int> waiting{0};
     alignas(64) std::atomic<uint32_t> done{0};
     alignas(64) std::atomic<uint32_t> next_round{0};
     std::atomic<int64_t> t_end{0};
-    std::atomic<int64_t> vcsw{0}, ivcsw{0}, cpu_ns{0};
-  };
-  struct Arg {
-    State* st;
-    int index;
+    UsageSum used;
   };
   auto* st = new State;  // leaked if a waiter never returns
   st->n = waiters;
-  st->pin = pin;
-  auto waiter = [](void* p) -> void* {
-    const Arg a = *static_cast<Arg*>(p);
-    State& q = *a.st;
-    if (q.pin) PinTo(a.index);
+  auto waiter = [](void* p, int) {
+    State& q = *static_cast<State*>(p);
     for (uint32_t round = 0;; ++round) {
       q.cond.lock();
       if (q.stop) {
@@ -158,36 +149,17 @@ std::string RunBroadcast(int waiters, int rounds, bool pin, Sample* s) {
         FutexWakePrivate(&q.done, 1);
       }
       q.cond.unlock();
-      const Usage u1 = Usage::Thread();
-      q.vcsw.fetch_add(u1.vcsw - u0.vcsw, std::memory_order_relaxed);
-      q.ivcsw.fetch_add(u1.ivcsw - u0.ivcsw, std::memory_order_relaxed);
-      q.cpu_ns.fetch_add(u1.cpu_ns - u0.cpu_ns, std::memory_order_relaxed);
+      q.used.Add(u0, Usage::Thread());
       // The gate to the next round (or the end).
       for (uint32_t v; (v = q.next_round.load(std::memory_order_acquire)) ==
                        round;) {
         FutexWaitPrivate(&q.next_round, v);
       }
     }
-    return nullptr;
   };
-  auto* args = new std::vector<Arg>(static_cast<size_t>(waiters));
-  std::vector<pthread_t> threads;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  std::string error;
-  for (int i = 0; i < waiters; ++i) {
-    (*args)[static_cast<size_t>(i)] = {st, i};
-    pthread_t t;
-    const int e = pthread_create(&t, &attr, waiter, &(*args)[static_cast<size_t>(i)]);
-    if (e != 0) {
-      error = absl::StrCat("pthread_create: ", strerror(e));
-      break;
-    }
-    threads.push_back(t);
-  }
-  pthread_attr_destroy(&attr);
-  const int n = static_cast<int>(threads.size());
+  Threads threads;
+  std::string error = threads.Start(waiters, pin, 256 * 1024, waiter, st);
+  const int n = threads.size();
   // Waits (polling) until every waiter has registered for the next round.
   auto all_waiting = [&] {
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -212,13 +184,7 @@ std::string RunBroadcast(int waiters, int rounds, bool pin, Sample* s) {
       const int64_t t0 = NowNs();
       st->cond.notify_all();
       st->cond.unlock();
-      const absl::Time deadline = absl::Now() + absl::Seconds(60);
-      while (st->done.load(std::memory_order_acquire) == 0) {
-        timespec ts = {1, 0};
-        RawFutex(&st->done, FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
-        if (absl::Now() > deadline) break;
-      }
-      if (st->done.load(std::memory_order_acquire) == 0) {
+      if (!AwaitNonZero(&st->done, absl::Now() + absl::Seconds(60))) {
         error = "broadcast: not every waiter passed within 60s (lost wake-up?)";
         break;
       }
@@ -238,7 +204,7 @@ std::string RunBroadcast(int waiters, int rounds, bool pin, Sample* s) {
   st->cond.unlock();
   st->next_round.fetch_add(1, std::memory_order_release);
   FutexWakePrivate(&st->next_round, INT_MAX);
-  if (!JoinAll(threads, absl::Now() + absl::Seconds(60))) {
+  if (!threads.Join(absl::Now() + absl::Seconds(60))) {
     return error.empty() ? "waiters did not exit within 60s" : error;
   }
   if (error.empty()) {
@@ -247,15 +213,15 @@ std::string RunBroadcast(int waiters, int rounds, bool pin, Sample* s) {
     const double med = round_ns[round_ns.size() / 2];
     s->iterations = per;
     s->real_s = med * rounds / 1e9;
-    s->cpu_s = static_cast<double>(st->cpu_ns.load()) / 1e9;
+    const UsageSum& u = st->used;
+    s->cpu_s = static_cast<double>(u.cpu_ns.load()) / 1e9;
     Put(s, "round_ns", med);
-    Put(s, "vcsw_per_waiter", static_cast<double>(st->vcsw.load()) / per);
-    Put(s, "ivcsw_per_waiter", static_cast<double>(st->ivcsw.load()) / per);
+    Put(s, "vcsw_per_waiter", static_cast<double>(u.vcsw.load()) / per);
+    Put(s, "ivcsw_per_waiter", static_cast<double>(u.ivcsw.load()) / per);
     Put(s, "csw_per_waiter",
-        static_cast<double>(st->vcsw.load() + st->ivcsw.load()) / per);
-    Put(s, "cpu_ns_per_waiter", static_cast<double>(st->cpu_ns.load()) / per);
+        static_cast<double>(u.vcsw.load() + u.ivcsw.load()) / per);
+    Put(s, "cpu_ns_per_waiter", static_cast<double>(u.cpu_ns.load()) / per);
   }
-  delete args;
   delete st;
   return error;
 }
@@ -265,8 +231,8 @@ class Condvar : public Scenario {
   int number() const override { return 6; }
 
   std::vector<std::string> Notes(const Plan& plan) const override {
-    if (plan.mode == "quick") return {"quick 6: queue 100 left out"};
-    return {};
+    return plan.Pick<std::vector<std::string>>(
+        {}, {"quick 6: queue 100 left out"}, {});
   }
 
   void Measure(Context& c) override {
@@ -312,10 +278,7 @@ class Condvar : public Scenario {
         {"prodcons",
          "6a. condvar producer/consumer: P producers, C consumers, "
          "bounded queue",
-         {{"ops_per_s", "items/s", C::kRate, true, true},
-          {"cpu_ns_per_op", "cpu/item", C::kTime, false, true},
-          {"vcsw_per_op", "vcsw/item", C::kCount, false, false},
-          {"ivcsw_per_op", "ivcsw/item", C::kCount, false, false}}},
+         SummaryColumns("item")},
         {"broadcast",
          "6b. condvar broadcast (under the mutex) to N sleeping "
          "waiters: time until the last has passed; context switches "
@@ -388,9 +351,7 @@ class Condvar : public Scenario {
                         "columnheader(i), 1.2 with lines dt 2 lc rgb 'black' "
                         "title 'target 1.2'\n",
                         impls.size() + 1, file));
-    const std::string script = data + "/broadcast.gp";
-    WriteFile(script, gp);
-    scripts->push_back(script);
+    AddPlotScript(data + "/broadcast.gp", gp, scripts);
   }
 };
 

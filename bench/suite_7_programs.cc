@@ -262,14 +262,11 @@ class Programs : public Scenario {
   int number() const override { return 7; }
 
   std::vector<std::string> Notes(const Plan& plan) const override {
-    if (plan.mode == "full") {
-      return {"scenario 7: repetitions stop when the time budget is spent"};
-    }
-    if (plan.mode == "quick") {
-      return {"quick 7: stockfish depth 8 (full: 12), smaller inputs, 1 "
-              "repetition"};
-    }
-    return {};
+    return plan.Pick<std::vector<std::string>>(
+        {"scenario 7: repetitions stop when the time budget is spent"},
+        {"quick 7: stockfish depth 8 (full: 12), smaller inputs, 1 "
+         "repetition"},
+        {});
   }
 
   void RunAfterTables(Context& c) override {
@@ -326,9 +323,7 @@ class Programs : public Scenario {
         absl::StrFormat("plot '%s' using 2:xtic(1), 1 with lines dt 2 lc "
                         "rgb 'black'\n",
                         file));
-    const std::string script = data + "/programs.gp";
-    WriteFile(script, gp);
-    scripts->push_back(script);
+    AddPlotScript(data + "/programs.gp", gp, scripts);
   }
 };
 

@@ -8,7 +8,6 @@
 // PARKLOT_SYSCALL_FUTEX=1, if perf is installed.
 #include <limits.h>
 #include <pthread.h>
-#include <string.h>
 
 #include <algorithm>
 #include <atomic>
@@ -120,26 +119,18 @@ std::string RunRelease(int waiters, int rounds, bool pin, Sample* s) {
   struct State {
     I impl;
     int n = 0;
-    bool pin = false;
     alignas(64) std::atomic<uint32_t> gate{0};
     alignas(64) std::atomic<int> arrived{0};
     alignas(64) std::atomic<int> passed{0};
     std::atomic<uint32_t> done{0};
     std::atomic<int64_t> t_last{0};
-    std::atomic<int64_t> vcsw{0}, ivcsw{0}, cpu_ns{0};
+    UsageSum used;
     std::atomic<bool> stop{false};
-  };
-  struct Arg {
-    State* st;
-    int index;
   };
   auto* st = new State;  // leaked if a waiter never returns
   st->n = waiters;
-  st->pin = pin;
-  auto waiter = [](void* p) -> void* {
-    const Arg a = *static_cast<Arg*>(p);
-    State& q = *a.st;
-    if (q.pin) PinTo(a.index);
+  auto waiter = [](void* p, int) {
+    State& q = *static_cast<State*>(p);
     for (uint32_t round = 1;; ++round) {
       for (uint32_t g; (g = q.gate.load(std::memory_order_acquire)) < round;) {
         FutexWaitPrivate(&q.gate, g);
@@ -149,10 +140,7 @@ std::string RunRelease(int waiters, int rounds, bool pin, Sample* s) {
       q.arrived.fetch_add(1, std::memory_order_release);
       q.impl.Wait();
       const int64_t t = NowNs();
-      const Usage u1 = Usage::Thread();
-      q.vcsw.fetch_add(u1.vcsw - u0.vcsw, std::memory_order_relaxed);
-      q.ivcsw.fetch_add(u1.ivcsw - u0.ivcsw, std::memory_order_relaxed);
-      q.cpu_ns.fetch_add(u1.cpu_ns - u0.cpu_ns, std::memory_order_relaxed);
+      q.used.Add(u0, Usage::Thread());
       int64_t last = q.t_last.load(std::memory_order_relaxed);
       while (t > last && !q.t_last.compare_exchange_weak(last, t)) {
       }
@@ -161,27 +149,10 @@ std::string RunRelease(int waiters, int rounds, bool pin, Sample* s) {
         FutexWakePrivate(&q.done, 1);
       }
     }
-    return nullptr;
   };
-  auto* args = new std::vector<Arg>(static_cast<size_t>(waiters));
-  std::vector<pthread_t> threads;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 128 * 1024);
-  std::string error;
-  for (int i = 0; i < waiters; ++i) {
-    (*args)[static_cast<size_t>(i)] = {st, i};
-    pthread_t t;
-    const int e =
-        pthread_create(&t, &attr, waiter, &(*args)[static_cast<size_t>(i)]);
-    if (e != 0) {
-      error = absl::StrCat("pthread_create: ", strerror(e));
-      break;
-    }
-    threads.push_back(t);
-  }
-  pthread_attr_destroy(&attr);
-  const int n = static_cast<int>(threads.size());
+  Threads threads;
+  std::string error = threads.Start(waiters, pin, 128 * 1024, waiter, st);
+  const int n = threads.size();
   st->n = n;
   std::vector<double> round_ns, waker_ns;
   for (int r = 0; r < rounds && error.empty(); ++r) {
@@ -212,15 +183,8 @@ std::string RunRelease(int waiters, int rounds, bool pin, Sample* s) {
     // waiters': the kernel wakes every waiter inside the releaser's call,
     // serial wakes preempt the releaser, a wake tree wakes partly in the
     // waiters' threads.
-    st->cpu_ns.fetch_add(r1.cpu_ns - r0.cpu_ns, std::memory_order_relaxed);
-    st->vcsw.fetch_add(r1.vcsw - r0.vcsw, std::memory_order_relaxed);
-    st->ivcsw.fetch_add(r1.ivcsw - r0.ivcsw, std::memory_order_relaxed);
-    while (st->done.load(std::memory_order_acquire) == 0) {
-      timespec ts = {1, 0};
-      RawFutex(&st->done, FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
-      if (absl::Now() > deadline) break;
-    }
-    if (st->done.load(std::memory_order_acquire) == 0) {
+    st->used.Add(r0, r1);
+    if (!AwaitNonZero(&st->done, deadline)) {
       error = "not every waiter passed within 60s (lost wake-up?)";
       break;
     }
@@ -231,7 +195,7 @@ std::string RunRelease(int waiters, int rounds, bool pin, Sample* s) {
   st->stop.store(true, std::memory_order_release);
   st->gate.fetch_add(1, std::memory_order_release);
   FutexWakePrivate(&st->gate, INT_MAX);
-  if (!JoinAll(threads, absl::Now() + absl::Seconds(60))) {
+  if (!threads.Join(absl::Now() + absl::Seconds(60))) {
     return error.empty() ? "waiters did not exit within 60s" : error;
   }
   if (error.empty() && !round_ns.empty()) {
@@ -242,14 +206,14 @@ std::string RunRelease(int waiters, int rounds, bool pin, Sample* s) {
     const double med = round_ns[round_ns.size() / 2];
     s->iterations = per;
     s->real_s = med * static_cast<double>(round_ns.size()) / 1e9;
-    s->cpu_s = static_cast<double>(st->cpu_ns.load()) / 1e9;
+    const UsageSum& u = st->used;
+    s->cpu_s = static_cast<double>(u.cpu_ns.load()) / 1e9;
     Put(s, "round_ns", med);
     Put(s, "waker_ns", waker_ns[waker_ns.size() / 2]);
     Put(s, "csw_per_waiter",
-        static_cast<double>(st->vcsw.load() + st->ivcsw.load()) / per);
-    Put(s, "cpu_ns_per_waiter", static_cast<double>(st->cpu_ns.load()) / per);
+        static_cast<double>(u.vcsw.load() + u.ivcsw.load()) / per);
+    Put(s, "cpu_ns_per_waiter", static_cast<double>(u.cpu_ns.load()) / per);
   }
-  delete args;
   delete st;
   return error;
 }
@@ -281,61 +245,34 @@ std::string RunBarrier(int threads, int rounds, bool pin, Sample* s) {
     explicit State(int n) : barrier(n) {}
     B barrier;
     int rounds = 0;
-    bool pin = false;
-    std::atomic<int64_t> vcsw{0}, ivcsw{0}, cpu_ns{0};
-  };
-  struct Arg {
-    State* st;
-    int index;
+    UsageSum used;
   };
   auto* st = new State(threads);  // leaked if a thread never returns
   st->rounds = rounds;
-  st->pin = pin;
-  auto worker = [](void* p) -> void* {
-    const Arg a = *static_cast<Arg*>(p);
-    State& q = *a.st;
-    if (q.pin) PinTo(a.index);
+  auto worker = [](void* p, int) {
+    State& q = *static_cast<State*>(p);
     const Usage u0 = Usage::Thread();
     for (int i = 0; i < q.rounds; ++i) q.barrier.Wait();
-    const Usage u1 = Usage::Thread();
-    q.vcsw.fetch_add(u1.vcsw - u0.vcsw, std::memory_order_relaxed);
-    q.ivcsw.fetch_add(u1.ivcsw - u0.ivcsw, std::memory_order_relaxed);
-    q.cpu_ns.fetch_add(u1.cpu_ns - u0.cpu_ns, std::memory_order_relaxed);
-    return nullptr;
+    q.used.Add(u0, Usage::Thread());
   };
-  auto* args = new std::vector<Arg>(static_cast<size_t>(threads));
-  std::vector<pthread_t> t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 128 * 1024);
-  std::string error;
+  Threads t;
   const int64_t t0 = NowNs();
-  for (int i = 0; i < threads; ++i) {
-    (*args)[static_cast<size_t>(i)] = {st, i};
-    pthread_t x;
-    const int e =
-        pthread_create(&x, &attr, worker, &(*args)[static_cast<size_t>(i)]);
-    if (e != 0) {
-      // The barrier would never fill: nothing can be measured.
-      error = absl::StrCat("pthread_create: ", strerror(e));
-      break;
-    }
-    t.push_back(x);
-  }
-  pthread_attr_destroy(&attr);
-  if (!error.empty()) return error;  // leaks st, args: threads wait forever
-  if (!JoinAll(t, absl::Now() + absl::Seconds(120))) {
+  const std::string error = t.Start(threads, pin, 128 * 1024, worker, st);
+  // A thread that did not start leaves the barrier never full: nothing can
+  // be measured.
+  if (!error.empty()) return error;  // leaks st: threads wait forever
+  if (!t.Join(absl::Now() + absl::Seconds(120))) {
     return "barrier threads did not finish within 120s";
   }
   const int64_t t1 = NowNs();
   s->iterations = rounds;
   s->real_s = static_cast<double>(t1 - t0) / 1e9;
-  s->cpu_s = static_cast<double>(st->cpu_ns.load()) / 1e9;
+  const UsageSum& u = st->used;
+  s->cpu_s = static_cast<double>(u.cpu_ns.load()) / 1e9;
   Put(s, "round_ns", static_cast<double>(t1 - t0) / rounds);
-  Put(s, "cpu_ns_per_round", static_cast<double>(st->cpu_ns.load()) / rounds);
+  Put(s, "cpu_ns_per_round", static_cast<double>(u.cpu_ns.load()) / rounds);
   Put(s, "csw_per_round",
-      static_cast<double>(st->vcsw.load() + st->ivcsw.load()) / rounds);
-  delete args;
+      static_cast<double>(u.vcsw.load() + u.ivcsw.load()) / rounds);
   delete st;
   return "";
 }
@@ -379,8 +316,8 @@ class MultiWake : public Scenario {
   int number() const override { return 8; }
 
   std::vector<std::string> Notes(const Plan& plan) const override {
-    if (plan.mode == "tiny") return {"tiny 8: perf wake-parallel left out"};
-    return {};
+    return plan.Pick<std::vector<std::string>>(
+        {}, {}, {"tiny 8: perf wake-parallel left out"});
   }
 
   void Measure(Context& c) override {

@@ -161,6 +161,12 @@ bool WriteFile(const std::string& path, const std::string& text) {
   return static_cast<bool>(f);
 }
 
+void AddPlotScript(const std::string& path, const std::string& gp,
+                   std::vector<std::string>* scripts) {
+  WriteFile(path, gp);
+  scripts->push_back(path);
+}
+
 void Put(Sample* s, const std::string& key, double v) {
   if (std::isfinite(v)) s->metrics[key] = v;
 }
@@ -311,6 +317,53 @@ bool JoinAll(std::vector<pthread_t>& threads, absl::Time deadline) {
   return true;
 }
 
+Threads::~Threads() {
+  if (joined_ || threads_.empty()) delete args_;
+}
+
+void* Threads::Run(void* arg) {
+  const Arg a = *static_cast<Arg*>(arg);
+  if (a.pin) PinTo(a.index);
+  a.fn(a.state, a.index);
+  return nullptr;
+}
+
+std::string Threads::Start(int n, bool pin, size_t stack_bytes,
+                           void (*fn)(void* state, int index), void* state) {
+  args_ = new std::vector<Arg>(static_cast<size_t>(n));
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, stack_bytes);
+  std::string error;
+  for (int i = 0; i < n; ++i) {
+    Arg& a = (*args_)[static_cast<size_t>(i)];
+    a = {fn, state, i, pin};
+    pthread_t t;
+    const int e = pthread_create(&t, &attr, Run, &a);
+    if (e != 0) {
+      error = absl::StrCat("pthread_create: ", strerror(e));
+      break;
+    }
+    threads_.push_back(t);
+  }
+  pthread_attr_destroy(&attr);
+  return error;
+}
+
+bool Threads::Join(absl::Time deadline) {
+  joined_ = JoinAll(threads_, deadline);
+  return joined_;
+}
+
+bool AwaitNonZero(std::atomic<uint32_t>* word, absl::Time deadline) {
+  while (word->load(std::memory_order_acquire) == 0) {
+    timespec ts = {1, 0};
+    RawFutex(word, FUTEX_WAIT_PRIVATE, 0, &ts, nullptr, 0);
+    if (absl::Now() > deadline) break;
+  }
+  return word->load(std::memory_order_acquire) != 0;
+}
+
 WindowResult RunWindow(int threads, bool pin, absl::Duration window,
                        Body body, const std::function<void()>& on_stop) {
   WindowResult r;
@@ -403,6 +456,14 @@ void Summarize(const WindowResult& w, size_t first, size_t last, Sample* s) {
   Put(s, "cv", mean > 0 ? std::sqrt(std::max(0.0, sum2 / n - mean * mean)) / mean
                         : 0);
   Put(s, "jain", sum2 > 0 ? sum * sum / (n * sum2) : 0);
+}
+
+std::vector<Column> SummaryColumns(const std::string& unit) {
+  using C = Column;
+  return {{"ops_per_s", unit + "s/s", C::kRate, true, true},
+          {"cpu_ns_per_op", "cpu/" + unit, C::kTime, false, true},
+          {"vcsw_per_op", "vcsw/" + unit, C::kCount, false, false},
+          {"ivcsw_per_op", "ivcsw/" + unit, C::kCount, false, false}};
 }
 
 // ---------------------------------------------------------------------------

@@ -77,6 +77,17 @@ struct Usage {
   static Usage Thread();
 };
 
+// Usage summed over the threads of a run, each adding its own.
+struct UsageSum {
+  std::atomic<int64_t> vcsw{0}, ivcsw{0}, cpu_ns{0};
+  // Adds what a thread used from `from` to `to`.
+  void Add(const Usage& from, const Usage& to) {
+    vcsw.fetch_add(to.vcsw - from.vcsw, std::memory_order_relaxed);
+    ivcsw.fetch_add(to.ivcsw - from.ivcsw, std::memory_order_relaxed);
+    cpu_ns.fetch_add(to.cpu_ns - from.cpu_ns, std::memory_order_relaxed);
+  }
+};
+
 std::string CpuModel();
 // /proc/loadavg's first three fields, "?" if unreadable.
 std::string LoadAverage();
@@ -92,6 +103,9 @@ std::string Which(const std::string& name);
 // Replaces `*path` by its absolute, resolved form if it exists.
 void AbsolutePath(std::string* path);
 bool WriteFile(const std::string& path, const std::string& text);
+// Writes the gnuplot script `gp` to `path` and adds it to `scripts`.
+void AddPlotScript(const std::string& path, const std::string& gp,
+                   std::vector<std::string>* scripts);
 
 // Sets metric `key` of `s` to `v` if `v` is finite.
 void Put(Sample* s, const std::string& key, double v);
@@ -149,9 +163,52 @@ WindowResult RunWindow(int threads, bool pin, absl::Duration window,
 // use). Returns whether all were joined.
 bool JoinAll(std::vector<pthread_t>& threads, absl::Time deadline);
 
+// Threads a scenario starts itself, outside RunWindow: thread i is pinned
+// (PinTo(i)) if asked, then runs fn(state, i).
+class Threads {
+ public:
+  Threads() = default;
+  Threads(const Threads&) = delete;
+  Threads& operator=(const Threads&) = delete;
+  // What the threads were given is freed only once all are joined: one
+  // that is not may still use it (as it may use `state`, which the caller
+  // then leaks too).
+  ~Threads();
+
+  // Starts `n` threads with stacks of `stack_bytes`. Stops at the first
+  // that does not start and returns its error; "" if all started.
+  std::string Start(int n, bool pin, size_t stack_bytes,
+                    void (*fn)(void* state, int index), void* state);
+  // How many started.
+  int size() const { return static_cast<int>(threads_.size()); }
+  // Joins them, giving up at `deadline`. Returns whether all were joined.
+  bool Join(absl::Time deadline);
+
+ private:
+  struct Arg {
+    void (*fn)(void*, int);
+    void* state;
+    int index;
+    bool pin;
+  };
+  static void* Run(void* arg);
+
+  std::vector<Arg>* args_ = nullptr;
+  std::vector<pthread_t> threads_;
+  bool joined_ = false;
+};
+
+// Waits until `*word` is not 0 (FUTEX_WAIT, waking every second to check
+// the time) or `deadline` has passed. Returns whether it is not 0.
+bool AwaitNonZero(std::atomic<uint32_t>* word, absl::Time deadline);
+
 // The usual figures of a window into `s`: operations of workers
 // [first, last), CPU and context switches of all.
 void Summarize(const WindowResult& w, size_t first, size_t last, Sample* s);
+
+// The table columns of Summarize's figures per `unit` ("op", "item"): the
+// rate (UNITs/s) and CPU time per UNIT with ratios, context switches.
+std::vector<Column> SummaryColumns(const std::string& unit);
 
 // ---------------------------------------------------------------------------
 // The implementations, by kind.

@@ -9,6 +9,8 @@
 #   bench/uncontended_cost.sh bazel-bin/bench/uncontended_ops \
 #       parklot=bazel-bin/preload/libparklot_preload.so
 set -euo pipefail
+# shellcheck source=bench/shim_configs.sh
+source "$(dirname "${BASH_SOURCE[0]}")/shim_configs.sh"
 reps=7
 while :; do
   case "${1:-}" in
@@ -16,17 +18,10 @@ while :; do
     *) break ;;
   esac
 done
-prog=$1
-shift
-configs=(glibc "$@")
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+shim_configs "$@"
 for ((r = 0; r < reps; r++)); do
   for c in "${configs[@]}"; do
-    name=${c%%=*}
-    pre=""
-    [ "$name" = glibc ] || pre=$(readlink -f "${c#*=}")
-    LD_PRELOAD="$pre" timeout 120 "$prog" >>"$out/$name"
+    run_config "$c" "${c%%=*}"
   done
 done
 python3 - "$out" "${configs[@]%%=*}" <<'PY'

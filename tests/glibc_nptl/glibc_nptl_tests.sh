@@ -34,43 +34,30 @@
 # container tests, which its own `make check` does not run either.
 set -uo pipefail
 
+# shellcheck source=tests/util/suite_setup.sh
+source "$(dirname "$0")/../util/suite_setup.sh" ||
+  { echo "FAIL: tests/util/suite_setup.sh not found"; exit 1; }
 tarball=/usr/src/glibc/glibc-2.36.tar.xz
-root="${TEST_SRCDIR:+$TEST_SRCDIR/${TEST_WORKSPACE:-parklot}}"
-root="${root:-$PWD}"
-shim="$root/preload/libparklot_preload.so"
-jobs=$(nproc)
 runs=1
-only=""
 printers=1
-work=""
-for a in "$@"; do
-  case "$a" in
-    --tarball=*) tarball=${a#--tarball=} ;;
-    --shim=*) shim=${a#--shim=} ;;
-    --jobs=*) jobs=${a#--jobs=} ;;
-    --runs=*) runs=${a#--runs=} ;;
-    --only=*) only=${a#--only=} ;;
+option() {  # this script's own options (suite_options)
+  case "$1" in
+    --runs=*) runs=${1#--runs=} ;;
     --no-printers) printers=0 ;;
-    --work=*) work=${a#--work=} ;;
-    *) echo "glibc_nptl_tests.sh: unknown argument $a" >&2; exit 2 ;;
+    *) return 1 ;;
   esac
-done
+}
+suite_options "$@"
 if [ ! -f "$tarball" ]; then
   echo "SKIP: $tarball not found (apt-get install glibc-source)"
   exit 0
 fi
-[ -f "$shim" ] || { echo "FAIL: shim not found at $shim"; exit 1; }
-shim=$(readlink -f "$shim")
 here=$(cd "$(dirname "$0")" && pwd)
 compat="$here/include"
 [ -f "$compat/pthreadP.h" ] || compat="$root/tests/glibc_nptl/include"
 [ -f "$compat/pthreadP.h" ] || { echo "FAIL: $compat/pthreadP.h not found"; exit 1; }
-helper="$root/tests/preload/shim_preload.sh"
-[ -f "$helper" ] || helper="$here/../preload/shim_preload.sh"
-# shellcheck source=tests/preload/shim_preload.sh
-source "$helper" || { echo "FAIL: $helper not found"; exit 1; }
-shim_preload "$shim" || exit 1
-preload=$PRELOAD
+suite_setup glibc_nptl include
+inc="$work/include"
 
 # Tests that write glibc's private fields of an object and then run it:
 # tst-barrier5 sets a barrier's arrival counters near glibc's reset point,
@@ -78,18 +65,6 @@ preload=$PRELOAD
 # which sets an rwlock's reader count near glibc's overflow, must pass: the
 # shim's word keeps glibc's encoding there.)
 private_field_tests=" tst-barrier5 "
-
-if [ -z "$work" ]; then
-  work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/glibc_nptl.XXXXXX")"
-  trap 'rm -rf "$work"' EXIT
-fi
-mkdir -p "$work" && work=$(cd "$work" && pwd)
-src="$work/src"
-bin="$work/bin"
-inc="$work/include"
-res="$work/results"
-rm -rf "$src" "$bin" "$inc" "$res"
-mkdir -p "$src" "$bin" "$inc" "$res" || exit 1
 
 # --- sources -----------------------------------------------------------------
 top=$(tar tf "$tarball" | head -1 | cut -d/ -f1)

@@ -8,14 +8,11 @@
 # killed by SIGKILL.
 #   launcher_exit_test.sh TREE_TAR PROG_C
 set -uo pipefail
-tree_tar=$1 prog_c=$2
-work="${TEST_TMPDIR:-$(mktemp -d)}/launcher_exit"
-rm -rf "$work" && mkdir -p "$work/tree" "$work/tmp"
-tar -xf "$tree_tar" -C "$work/tree" || { echo "FAIL: unpack $tree_tar"; exit 1; }
-launcher="$work/tree/bin/parklot"
-prog="$work/prog"
-gcc -O1 -pthread "$prog_c" -o "$prog" || { echo "FAIL: gcc"; exit 1; }
+# shellcheck source=tests/install/launcher_setup.sh
+source "$(dirname "$0")/launcher_setup.sh"
+launcher_setup launcher_exit "$1" "$2"
 # The launcher's private directories go here, where the test can see them.
+mkdir -p "$work/tmp"
 export TMPDIR="$work/tmp"
 
 status=0

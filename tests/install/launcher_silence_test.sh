@@ -6,13 +6,10 @@
 # was found; and says none of these where the report has something.
 #   launcher_silence_test.sh TREE_TAR PROG_C
 set -uo pipefail
-tree_tar=$1 prog_c=$2
-work="${TEST_TMPDIR:-$(mktemp -d)}/silence"
-rm -rf "$work" && mkdir -p "$work/tree" "$work/prof"
-tar -xf "$tree_tar" -C "$work/tree" || { echo "FAIL: unpack $tree_tar"; exit 1; }
-launcher="$work/tree/bin/parklot"
-prog="$work/prog"
-gcc -O1 -pthread "$prog_c" -o "$prog" || { echo "FAIL: gcc"; exit 1; }
+# shellcheck source=tests/install/launcher_setup.sh
+source "$(dirname "$0")/launcher_setup.sh"
+launcher_setup silence "$1" "$2"
+mkdir -p "$work/prof"
 gcc -O1 -static -pthread "$prog_c" -o "$work/static" || { echo "FAIL: gcc -static"; exit 1; }
 
 status=0

@@ -13,7 +13,7 @@ def tree_test(name, size = "small", extra = []):
         size = size,
         srcs = [name + ".sh"],
         args = ["$(location //dist:tree)"] + ["$(locations %s)" % x for x in extra],
-        data = ["//dist:tree"] + extra,
+        data = ["//dist:tree", "launcher_setup.sh"] + extra,
         tags = [
             "no_asan",
             "no_tsan",

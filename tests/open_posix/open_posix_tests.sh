@@ -34,41 +34,27 @@
 # "tests" of these folders only print a note and are not run.
 set -uo pipefail
 
-root="${TEST_SRCDIR:+$TEST_SRCDIR/${TEST_WORKSPACE:-parklot}}"
-root="${root:-$PWD}"
+# shellcheck source=tests/util/suite_setup.sh
+source "$(dirname "$0")/../util/suite_setup.sh" ||
+  { echo "FAIL: tests/util/suite_setup.sh not found"; exit 1; }
 # The source tree (for the cache): where this script really is.
 tree=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
 tarball="$tree/.cache/posixtestsuite/posixtestsuite_1.5.2.orig.tar.gz"
-shim="$root/preload/libparklot_preload.so"
-jobs=$(nproc)
 limit=60
 reruns=2
-only=""
-work=""
-for a in "$@"; do
-  case "$a" in
-    --tarball=*) tarball=${a#--tarball=} ;;
-    --shim=*) shim=${a#--shim=} ;;
-    --jobs=*) jobs=${a#--jobs=} ;;
-    --timeout=*) limit=${a#--timeout=} ;;
-    --reruns=*) reruns=${a#--reruns=} ;;
-    --only=*) only=${a#--only=} ;;
-    --work=*) work=${a#--work=} ;;
-    *) echo "open_posix_tests.sh: unknown argument $a" >&2; exit 2 ;;
+option() {  # this script's own options (suite_options)
+  case "$1" in
+    --timeout=*) limit=${1#--timeout=} ;;
+    --reruns=*) reruns=${1#--reruns=} ;;
+    *) return 1 ;;
   esac
-done
+}
+suite_options "$@"
 if [ ! -f "$tarball" ]; then
   echo "SKIP: $tarball not found (tools/setup --posixtestsuite fetches it)"
   exit 0
 fi
-[ -f "$shim" ] || { echo "FAIL: shim not found at $shim"; exit 1; }
-shim=$(readlink -f "$shim")
-helper="$root/tests/preload/shim_preload.sh"
-[ -f "$helper" ] || helper="$tree/tests/preload/shim_preload.sh"
-# shellcheck source=tests/preload/shim_preload.sh
-source "$helper" || { echo "FAIL: $helper not found"; exit 1; }
-shim_preload "$shim" || exit 1
-preload=$PRELOAD
+suite_setup open_posix cwd
 
 # Tests whose result under the shim differs from glibc's for a reason
 # docs/compatibility.md ("The Open POSIX Test Suite") accepts: a barrier or
@@ -76,17 +62,6 @@ preload=$PRELOAD
 # ever: HUNG; the shim returns 0: PASS), and an rwlock unlocked while not
 # held (glibc 0, the shim EPERM, where the test wants 0 or EINVAL: FAIL).
 accepted=" pthread_barrier_destroy/2-1 pthread_cond_destroy/speculative/4-1 pthread_rwlock_unlock/4-1 "
-
-if [ -z "$work" ]; then
-  work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/open_posix.XXXXXX")"
-  trap 'rm -rf "$work"' EXIT
-fi
-mkdir -p "$work" && work=$(cd "$work" && pwd)
-src="$work/src"
-bin="$work/bin"
-res="$work/results"
-rm -rf "$src" "$bin" "$res" "$work/cwd"
-mkdir -p "$src" "$bin" "$res" "$work/cwd" || exit 1
 
 # --- sources and build ---------------------------------------------------------
 tar xzf "$tarball" -C "$src" --strip-components=1 || { echo "FAIL: tar"; exit 1; }

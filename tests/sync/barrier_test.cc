@@ -15,19 +15,11 @@
 #include "gtest/gtest.h"
 #include "runtime/global_table.h"
 #include "runtime/thread_data.h"
-#include "tests/sync/primitives_test_util.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
-
-using ::parklot::internal::testing::Watchdog;
-using ::parklot::internal::testing::prim::kWatchdogLimit;
-using ::parklot::internal::testing::prim::ExpectOneBucket;
-using ::parklot::internal::testing::prim::Poisonable;
-using ::parklot::internal::testing::prim::RandomDelay;
-using ::parklot::internal::testing::prim::Scaled;
-using ::parklot::internal::testing::prim::ThreadRef;
 
 TEST(BarrierTest, LayoutAndConstantInit) {
   static_assert(sizeof(Barrier) <= sizeof(pthread_barrier_t));
@@ -144,13 +136,13 @@ TEST(BarrierTest, DestroyRightAfterWait) {
   const int iterations = static_cast<int>(Scaled(10000, 300));
   constexpr int kThreads = 3;
   for (int i = 0; i < iterations; ++i) {
-    Barrier* b = Poisonable<Barrier>::Make(kThreads);
+    Barrier* b = MallocNew<Barrier>(kThreads);
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([b, i, t] {
         const bool serial = b->Wait();
         const bool destroy = (i % 2) ? serial : t == 0;
-        if (destroy) Poisonable<Barrier>::Destroy(b);
+        if (destroy) DestroyPoisonFree(b);
       });
     }
     for (auto& t : threads) t.join();
@@ -172,4 +164,4 @@ TEST(BarrierTest, WaitForExitsOnQuiescentBarrier) {
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing

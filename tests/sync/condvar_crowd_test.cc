@@ -22,23 +22,13 @@
 #include "runtime/thread_data.h"
 #include "sync/condvar.h"
 #include "sync/mutex.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
 
-using testing::Watchdog;
-
 const absl::Duration kWatch = absl::Seconds(120);
-
-// Until `n` threads are parked in the lot.
-void AwaitParked(size_t n) {
-  const absl::Time end = absl::Now() + absl::Seconds(60);
-  while (registry::ParkedThreads() < n && absl::Now() < end) {
-    absl::SleepFor(absl::Microseconds(100));
-  }
-  ASSERT_GE(registry::ParkedThreads(), n);
-}
 
 uint64_t MyUnparks() {
   return CurrentThreadData()->counters.unparks.load(std::memory_order_relaxed);
@@ -243,4 +233,4 @@ TEST(CondVarCrowd, StressWithTimeoutsAndLockers) {
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing

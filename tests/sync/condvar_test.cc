@@ -24,21 +24,11 @@
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
 #include "sync/mutex.h"
-#include "tests/sync/mutex_test_util.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
-
-using ::parklot::internal::testing::DestroyPoisonFree;
-using ::parklot::internal::testing::Eventually;
-using ::parklot::internal::testing::MallocNew;
-using ::parklot::internal::testing::RealtimeNow;
-using ::parklot::internal::testing::Rng;
-using ::parklot::internal::testing::Scaled;
-using ::parklot::internal::testing::TableIsAsBuilt;
-using ::parklot::internal::testing::ThreadRef;
-using ::parklot::internal::testing::Watchdog;
 
 TEST(CondVarTest, TableIsAsBuilt) {
   Mutex mu;
@@ -195,26 +185,17 @@ TEST(CondVarTest, NotifyOneIsNotStolenByLaterWaiter) {
       std::lock_guard<Mutex> g(mu);
       return first_waiting == 1;
     }));
-    std::thread second;
-    if (notify_locked) {
+    // The second thread starts after the notify (the mutex held over both
+    // if notify_locked).
+    if (notify_locked) mu.Lock();
+    EXPECT_TRUE(cv.NotifyOne());
+    std::thread second([&] {
       mu.Lock();
-      EXPECT_TRUE(cv.NotifyOne());
-      second = std::thread([&] {
-        mu.Lock();
-        second_waiting = 1;
-        while (!second_woke) cv.Wait(mu);
-        mu.Unlock();
-      });
+      second_waiting = 1;
+      while (!second_woke) cv.Wait(mu);
       mu.Unlock();
-    } else {
-      EXPECT_TRUE(cv.NotifyOne());
-      second = std::thread([&] {
-        mu.Lock();
-        second_waiting = 1;
-        while (!second_woke) cv.Wait(mu);
-        mu.Unlock();
-      });
-    }
+    });
+    if (notify_locked) mu.Unlock();
     first.join();  // the watchdog catches a stolen signal
     {
       std::lock_guard<Mutex> g(mu);
@@ -577,6 +558,15 @@ TEST(CondVarTest, TimeoutsRacingNotifies) {
   EXPECT_EQ(tokens, 0);
 }
 
+// After a test's threads are done with them, both mutexes are sound: free,
+// and each can be taken.
+void ExpectFree(Mutex& a, Mutex& b) {
+  EXPECT_TRUE(a.TryLock());
+  EXPECT_TRUE(b.TryLock());
+  a.Unlock();
+  b.Unlock();
+}
+
 // One condvar, used with one mutex, then another, then both at once.
 TEST(CondVarTest, DifferentMutexesOverTime) {
   Watchdog dog(absl::Seconds(60), "different mutexes");
@@ -634,11 +624,7 @@ TEST(CondVarTest, DifferentMutexesOverTime) {
     run_phase({&m1, &m2}, false);
     run_phase({&m2}, true);
   }
-  // Both mutexes are sound.
-  EXPECT_TRUE(m1.TryLock());
-  EXPECT_TRUE(m2.TryLock());
-  m1.Unlock();
-  m2.Unlock();
+  ExpectFree(m1, m2);
 }
 
 // The condvar switches mutexes while waiters of the old one still sit in
@@ -654,19 +640,24 @@ TEST(CondVarTest, SwitchesMutexWhileOldWaitersAreRequeued) {
     bool go1 = false, go2 = false;   // guarded by m1 / m2
     std::atomic<int> done{0};
     std::vector<std::thread> threads;
-    for (int i = 0; i < kPer; ++i) {
-      threads.emplace_back([&] {
-        m1.Lock();
-        ++waiting1;
-        while (!go1) cv.Wait(m1);
-        m1.Unlock();
-        done.fetch_add(1);
+    // kPer waiters on cv with `m` until `go`; true once all have counted
+    // themselves in `waiting`.
+    auto add_waiters = [&](Mutex& m, int& waiting, bool& go) {
+      for (int i = 0; i < kPer; ++i) {
+        threads.emplace_back([&] {
+          m.Lock();
+          ++waiting;
+          while (!go) cv.Wait(m);
+          m.Unlock();
+          done.fetch_add(1);
+        });
+      }
+      return Eventually([&] {
+        std::lock_guard<Mutex> g(m);
+        return waiting == kPer;
       });
-    }
-    ASSERT_TRUE(Eventually([&] {
-      std::lock_guard<Mutex> g(m1);
-      return waiting1 == kPer;
-    }));
+    };
+    ASSERT_TRUE(add_waiters(m1, waiting1, go1));
     m1.Lock();
     go1 = true;
     if (notify_one_first) {
@@ -675,19 +666,7 @@ TEST(CondVarTest, SwitchesMutexWhileOldWaitersAreRequeued) {
       EXPECT_EQ(cv.NotifyAll(), static_cast<size_t>(kPer));  // all on m1
     }
     // m1 stays held: its waiters cannot leave. Now waiters of m2 arrive.
-    for (int i = 0; i < kPer; ++i) {
-      threads.emplace_back([&] {
-        m2.Lock();
-        ++waiting2;
-        while (!go2) cv.Wait(m2);
-        m2.Unlock();
-        done.fetch_add(1);
-      });
-    }
-    ASSERT_TRUE(Eventually([&] {
-      std::lock_guard<Mutex> g(m2);
-      return waiting2 == kPer;
-    }));
+    ASSERT_TRUE(add_waiters(m2, waiting2, go2));
     m2.Lock();
     go2 = true;
     const size_t notified = cv.NotifyAll();
@@ -700,10 +679,7 @@ TEST(CondVarTest, SwitchesMutexWhileOldWaitersAreRequeued) {
     for (auto& t : threads) t.join();
     EXPECT_EQ(done.load(), 2 * kPer);
     EXPECT_FALSE(cv.NotifyOne());
-    EXPECT_TRUE(m1.TryLock());
-    EXPECT_TRUE(m2.TryLock());
-    m1.Unlock();
-    m2.Unlock();
+    ExpectFree(m1, m2);
   }
 }
 
@@ -759,40 +735,50 @@ TEST(CondVarTest, WaitAndWaitAnyMixed) {
 // pass it on. Before the fix only a waiter already unparked passed it on,
 // and the second waiter here slept forever.
 struct CancelCtx {
-  Mutex* mu;
-  CondVar* cv;
-  ThreadRef* ref;
-  int* waiting;  // guarded by *mu
-  bool* go;      // guarded by *mu
-  std::atomic<bool>* relocked_on_unwind;
+  Mutex mu;
+  CondVar cv;
+  ThreadRef ref;
+  int waiting = 0;  // guarded by mu
+  bool go = false;  // guarded by mu
+  std::atomic<bool> relocked_on_unwind{false};
   bool timed = false;  // wait with WaitFor(50 ms) instead of Wait
 };
 
 void* CancellableWaiter(void* arg) {
   auto* c = static_cast<CancelCtx*>(arg);
-  c->ref->Publish();
+  c->ref.Publish();
   CancellationPoint cancellation_point;
-  c->mu->Lock();
+  c->mu.Lock();
   // Runs during the cancellation's unwinding: the mutex must be held again.
   struct Unlocker {
     CancelCtx* c;
     ~Unlocker() {
-      const bool held = c->mu->HeldByCurrentThread();
-      c->relocked_on_unwind->store(held);
+      const bool held = c->mu.HeldByCurrentThread();
+      c->relocked_on_unwind.store(held);
       // Unlocking a mutex another thread holds would break the test's
       // other checks: record the failure only.
-      if (held) c->mu->Unlock();
+      if (held) c->mu.Unlock();
     }
   } unlocker{c};
-  ++*c->waiting;
-  while (!*c->go) {
+  ++c->waiting;
+  while (!c->go) {
     if (c->timed) {
-      c->cv->WaitFor(*c->mu, absl::Milliseconds(50));
+      c->cv.WaitFor(c->mu, absl::Milliseconds(50));
     } else {
-      c->cv->Wait(*c->mu);
+      c->cv.Wait(c->mu);
     }
   }
   return nullptr;
+}
+
+// Starts CancellableWaiter on `ctx` as `*victim` and waits until it waits
+// on the condvar.
+void StartVictim(CancelCtx* ctx, pthread_t* victim) {
+  ASSERT_EQ(pthread_create(victim, nullptr, CancellableWaiter, ctx), 0);
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<Mutex> g(ctx->mu);
+    return ctx->waiting == 1;
+  }));
 }
 
 TEST(CondVarTest, CancelledWhileRequeuedPassesTheNotificationOn) {
@@ -800,53 +786,43 @@ TEST(CondVarTest, CancelledWhileRequeuedPassesTheNotificationOn) {
   GTEST_SKIP() << "ThreadSanitizer does not support pthread_cancel's unwind";
 #endif
   Watchdog dog(absl::Seconds(60), "cancelled while requeued");
-  Mutex mu;
-  CondVar cv;
-  ThreadRef victim_ref;
-  int waiting = 0;  // guarded by mu
-  bool go = false;  // guarded by mu
-  std::atomic<bool> relocked{false};
-  CancelCtx ctx{&mu, &cv, &victim_ref, &waiting, &go, &relocked};
+  CancelCtx ctx;
   pthread_t victim;
-  ASSERT_EQ(pthread_create(&victim, nullptr, CancellableWaiter, &ctx), 0);
-  ASSERT_TRUE(Eventually([&] {
-    std::lock_guard<Mutex> g(mu);
-    return waiting == 1;
-  }));
+  ASSERT_NO_FATAL_FAILURE(StartVictim(&ctx, &victim));
   // The second waiter queues behind the victim.
   std::atomic<bool> second_done{false};
   std::thread second([&] {
-    mu.Lock();
-    ++waiting;
-    while (!go) cv.Wait(mu);
-    mu.Unlock();
+    ctx.mu.Lock();
+    ++ctx.waiting;
+    while (!ctx.go) ctx.cv.Wait(ctx.mu);
+    ctx.mu.Unlock();
     second_done = true;
   });
   ASSERT_TRUE(Eventually([&] {
-    std::lock_guard<Mutex> g(mu);
-    return waiting == 2;
+    std::lock_guard<Mutex> g(ctx.mu);
+    return ctx.waiting == 2;
   }));
-  mu.Lock();
-  go = true;
+  ctx.mu.Lock();
+  ctx.go = true;
   // Held mutex: the victim (first in line) is requeued onto it, not woken.
-  ASSERT_TRUE(cv.NotifyOne());
-  const uint64_t parks_before = victim_ref.parks();
+  ASSERT_TRUE(ctx.cv.NotifyOne());
+  const uint64_t parks_before = ctx.ref.parks();
   ASSERT_EQ(pthread_cancel(victim), 0);
   // The victim leaves the mutex's queue and parks again in the mutex's
   // Lock (to hold it before its cleanups run), while we still hold it.
   ASSERT_TRUE(Eventually(
-      [&] { return victim_ref.parks() > parks_before && victim_ref.parked(); }));
-  mu.Unlock();
+      [&] { return ctx.ref.parks() > parks_before && ctx.ref.parked(); }));
+  ctx.mu.Unlock();
   void* result = nullptr;
   ASSERT_EQ(pthread_join(victim, &result), 0);
   EXPECT_EQ(result, PTHREAD_CANCELED);
-  EXPECT_TRUE(relocked.load());
+  EXPECT_TRUE(ctx.relocked_on_unwind.load());
   // The notification the victim consumed reaches the second waiter.
   const bool woke = Eventually([&] { return second_done.load(); });
   EXPECT_TRUE(woke) << "the cancelled waiter swallowed the notification";
   if (!woke) {
-    std::lock_guard<Mutex> g(mu);
-    cv.NotifyAll();
+    std::lock_guard<Mutex> g(ctx.mu);
+    ctx.cv.NotifyAll();
   }
   second.join();
 }
@@ -862,40 +838,30 @@ TEST(CondVarTest, RelockAfterWakeIsNoCancellationPoint) {
   GTEST_SKIP() << "ThreadSanitizer does not support pthread_cancel's unwind";
 #endif
   Watchdog dog(absl::Seconds(60), "cancel during relock");
-  Mutex mu;
-  CondVar cv;
-  ThreadRef victim_ref;
-  int waiting = 0;  // guarded by mu
-  bool go = false;  // guarded by mu
-  std::atomic<bool> relocked{false};
-  CancelCtx ctx{&mu, &cv, &victim_ref, &waiting, &go, &relocked};
+  CancelCtx ctx;
   ctx.timed = true;
   pthread_t victim;
-  ASSERT_EQ(pthread_create(&victim, nullptr, CancellableWaiter, &ctx), 0);
-  ASSERT_TRUE(Eventually([&] {
-    std::lock_guard<Mutex> g(mu);
-    return waiting == 1;
-  }));
+  ASSERT_NO_FATAL_FAILURE(StartVictim(&ctx, &victim));
   // Hold the mutex while the victim's 50 ms wait times out: it then parks
   // on the mutex to re-take it.
-  mu.Lock();
-  const uint64_t parks_before = victim_ref.parks();
+  ctx.mu.Lock();
+  const uint64_t parks_before = ctx.ref.parks();
   ASSERT_TRUE(Eventually([&] {
-    return victim_ref.timeouts() > 0 && victim_ref.parks() > parks_before &&
-           victim_ref.parked();
+    return ctx.ref.timeouts() > 0 && ctx.ref.parks() > parks_before &&
+           ctx.ref.parked();
   }));
   ASSERT_EQ(pthread_cancel(victim), 0);
   // Give a (wrongly) cancellable relock time to unwind.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_TRUE(mu.HeldByCurrentThread());
-  mu.Unlock();
+  EXPECT_TRUE(ctx.mu.HeldByCurrentThread());
+  ctx.mu.Unlock();
   void* result = nullptr;
   ASSERT_EQ(pthread_join(victim, &result), 0);
   EXPECT_EQ(result, PTHREAD_CANCELED);
-  EXPECT_TRUE(relocked.load())
+  EXPECT_TRUE(ctx.relocked_on_unwind.load())
       << "cleanup ran without the mutex: the relock was cancelled";
-  EXPECT_TRUE(mu.TryLock());
-  mu.Unlock();
+  EXPECT_TRUE(ctx.mu.TryLock());
+  ctx.mu.Unlock();
 }
 
 // The condvar and the mutex live in one heap object that the last waiter
@@ -1024,4 +990,4 @@ TEST(CondVarTest, DestroyedAndPoisonedRightAfterLastWaiterReturns) {
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing

@@ -19,18 +19,11 @@
 #include "runtime/stats.h"
 #include "sync/condvar.h"
 #include "sync/mutex.h"
-#include "tests/sync/mutex_test_util.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
-
-using ::parklot::internal::testing::Delay;
-using ::parklot::internal::testing::Rng;
-using ::parklot::internal::testing::Scaled;
-using ::parklot::internal::testing::StallDetector;
-using ::parklot::internal::testing::TableIsAsBuilt;
-using ::parklot::internal::testing::Watchdog;
 
 TEST(CondVarTortureTest, TableIsAsBuilt) {
   Mutex mu;
@@ -311,4 +304,4 @@ TEST(CondVarTorture, BoundedQueue) {
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing

@@ -10,18 +10,11 @@
 #include "gtest/gtest.h"
 #include "runtime/global_table.h"
 #include "runtime/thread_data.h"
-#include "tests/sync/primitives_test_util.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
-
-using ::parklot::internal::testing::Watchdog;
-using ::parklot::internal::testing::prim::kWatchdogLimit;
-using ::parklot::internal::testing::prim::ExpectOneBucket;
-using ::parklot::internal::testing::prim::Poisonable;
-using ::parklot::internal::testing::prim::Scaled;
-using ::parklot::internal::testing::prim::ThreadRef;
 
 TEST(LatchTest, Layout) {
   static_assert(sizeof(Latch) == 4, "a Latch is one 32-bit word");
@@ -117,11 +110,11 @@ TEST(LatchTest, DestroyRightAfterWait) {
   Watchdog wd(kWatchdogLimit, "LatchTest.DestroyRightAfterWait");
   const int iterations = static_cast<int>(Scaled(20000, 500));
   for (int i = 0; i < iterations; ++i) {
-    Latch* latch = Poisonable<Latch>::Make(2);
+    Latch* latch = MallocNew<Latch>(2);
     std::thread a([latch] { latch->CountDown(); });
     std::thread b([latch] { latch->CountDown(); });
     latch->Wait();
-    Poisonable<Latch>::Destroy(latch);
+    DestroyPoisonFree(latch);
     a.join();
     b.join();
   }
@@ -158,4 +151,4 @@ TEST(LatchTest, Torture) {
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing

@@ -21,12 +21,11 @@
 #include "sync/once.h"
 #include "sync/semaphore.h"
 #include "sync/shared_mutex.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
-
-using testing::Watchdog;
 
 #if defined(__SANITIZE_THREAD__)
 constexpr int kThreads = 40;
@@ -42,15 +41,6 @@ TEST(ManyWaitersConfig, OneBucket) {
   EXPECT_EQ(GlobalTable().bucket_count(), 1u);
 }
 #endif
-
-// Until `n` threads are parked in the lot (a snapshot that only grows here).
-void AwaitParked(size_t n) {
-  const absl::Time end = absl::Now() + absl::Seconds(60);
-  while (registry::ParkedThreads() < n && absl::Now() < end) {
-    absl::SleepFor(absl::Microseconds(100));
-  }
-  ASSERT_GE(registry::ParkedThreads(), n);
-}
 
 TEST(ManyWaiters, LatchOpensForAll) {
   Watchdog wd(kWatch, "LatchOpensForAll");
@@ -158,4 +148,4 @@ TEST(ManyWaiters, SemaphoreReleaseOfManyUnits) {
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing

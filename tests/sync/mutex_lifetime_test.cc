@@ -25,20 +25,11 @@
 #include "runtime/stats.h"
 #include "sync/condvar.h"
 #include "sync/mutex.h"
-#include "tests/sync/mutex_test_util.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
-
-using ::parklot::internal::testing::Delay;
-using ::parklot::internal::testing::DestroyPoisonFree;
-using ::parklot::internal::testing::Eventually;
-using ::parklot::internal::testing::MallocNew;
-using ::parklot::internal::testing::Rng;
-using ::parklot::internal::testing::Scaled;
-using ::parklot::internal::testing::TableIsAsBuilt;
-using ::parklot::internal::testing::Watchdog;
 
 TEST(MutexLifetimeTest, TableIsAsBuilt) {
   Mutex mu;
@@ -371,4 +362,4 @@ TEST_P(MutexLifetime, CondVarNotifiedOutsideTheMutex) {
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing

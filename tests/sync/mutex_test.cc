@@ -27,17 +27,11 @@
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
 #include "sync/scheduling.h"
-#include "tests/sync/mutex_test_util.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
-
-using ::parklot::internal::testing::Eventually;
-using ::parklot::internal::testing::RealtimeNow;
-using ::parklot::internal::testing::Scaled;
-using ::parklot::internal::testing::ThreadRef;
-using ::parklot::internal::testing::Watchdog;
 
 // Runs `fn` on a new thread and joins it.
 template <typename Fn>
@@ -758,4 +752,4 @@ TEST(ErrorCheckingMutexTest, StdSpellingsReportErrors) {
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing

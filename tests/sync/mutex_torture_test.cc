@@ -21,18 +21,11 @@
 #include "runtime/deadline.h"
 #include "runtime/stats.h"
 #include "sync/mutex.h"
-#include "tests/sync/mutex_test_util.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
-
-using ::parklot::internal::testing::Delay;
-using ::parklot::internal::testing::Rng;
-using ::parklot::internal::testing::Scaled;
-using ::parklot::internal::testing::StallDetector;
-using ::parklot::internal::testing::TableIsAsBuilt;
-using ::parklot::internal::testing::Watchdog;
 
 TEST(MutexTortureTest, TableIsAsBuilt) {
   Mutex mu;
@@ -268,4 +261,4 @@ TEST(MutexTortureKinds, RecursiveAndErrorChecking) {
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing

@@ -18,19 +18,11 @@
 #include "gtest/gtest.h"
 #include "runtime/global_table.h"
 #include "runtime/thread_data.h"
-#include "tests/sync/primitives_test_util.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
-
-using ::parklot::internal::testing::Watchdog;
-using ::parklot::internal::testing::prim::kWatchdogLimit;
-using ::parklot::internal::testing::prim::Eventually;
-using ::parklot::internal::testing::prim::ExpectOneBucket;
-using ::parklot::internal::testing::prim::Poisonable;
-using ::parklot::internal::testing::prim::Scaled;
-using ::parklot::internal::testing::prim::ThreadRef;
 
 TEST(OnceTest, LayoutAndConstantInit) {
   static_assert(sizeof(Once) == 4 && sizeof(Once) == sizeof(pthread_once_t));
@@ -374,7 +366,7 @@ TEST(OnceTest, DestroyRightAfterCallReturns) {
   Watchdog wd(kWatchdogLimit, "OnceTest.DestroyRightAfterCallReturns");
   const int iterations = static_cast<int>(Scaled(10000, 300));
   for (int i = 0; i < iterations; ++i) {
-    Once* once = Poisonable<Once>::Make();
+    Once* once = MallocNew<Once>();
     std::atomic<bool> started{false};
     std::thread initializer([once, &started] {
       once->Call([&started] {
@@ -384,13 +376,13 @@ TEST(OnceTest, DestroyRightAfterCallReturns) {
     });
     while (!started.load()) std::this_thread::yield();
     once->Call([] { ADD_FAILURE() << "second init"; });
-    Poisonable<Once>::Destroy(once);
+    DestroyPoisonFree(once);
     initializer.join();
   }
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing
 
 // Under --config=asan: fake stacks for this test. CancelledInit leaves its
 // init by a cancellation's forced unwind, which ASan does not follow: the

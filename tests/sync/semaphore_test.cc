@@ -20,20 +20,11 @@
 #include "runtime/deadline.h"
 #include "runtime/global_table.h"
 #include "runtime/thread_data.h"
-#include "tests/sync/primitives_test_util.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
-
-using ::parklot::internal::testing::Watchdog;
-using ::parklot::internal::testing::prim::kWatchdogLimit;
-using ::parklot::internal::testing::prim::Eventually;
-using ::parklot::internal::testing::prim::ExpectOneBucket;
-using ::parklot::internal::testing::prim::Poisonable;
-using ::parklot::internal::testing::prim::RandomDelay;
-using ::parklot::internal::testing::prim::Scaled;
-using ::parklot::internal::testing::prim::ThreadRef;
 
 constexpr absl::Duration kShort = absl::Milliseconds(30);
 
@@ -187,14 +178,14 @@ TEST(SemaphoreTest, ReleaseRacingDestruction) {
   Watchdog wd(kWatchdogLimit, "SemaphoreTest.ReleaseRacingDestruction");
   const int iterations = static_cast<int>(Scaled(20000, 500));
   for (int i = 0; i < iterations; ++i) {
-    Message* m = Poisonable<Message>::Make();
+    Message* m = MallocNew<Message>();
     ThreadRef ref;
     const bool wait_parked = i % 2 == 0;  // exercise the slow path too
     std::thread waiter([m, &ref, i] {
       ref.Publish();
       m->ready.Acquire();
       EXPECT_EQ(m->payload, i);
-      Poisonable<Message>::Destroy(m);
+      DestroyPoisonFree(m);
     });
     if (wait_parked) {
       ASSERT_TRUE(ref.WaitParked());
@@ -219,12 +210,12 @@ TEST(SemaphoreTest, RefcountedReleaseRacingDestruction) {
   const int iterations = static_cast<int>(Scaled(5000, 200));
   constexpr int kWaiters = 3;
   for (int i = 0; i < iterations; ++i) {
-    Shared* s = Poisonable<Shared>::Make(kWaiters);
+    Shared* s = MallocNew<Shared>(kWaiters);
     std::vector<std::thread> waiters;
     for (int w = 0; w < kWaiters; ++w) {
       waiters.emplace_back([s] {
         s->sem.Acquire();
-        if (s->refs.fetch_sub(1) == 1) Poisonable<Shared>::Destroy(s);
+        if (s->refs.fetch_sub(1) == 1) DestroyPoisonFree(s);
       });
     }
     if (i % 2) {
@@ -319,4 +310,4 @@ TEST(SemaphoreTest, PingPong) {
 }
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing

@@ -25,20 +25,12 @@
 #include "runtime/deadline.h"
 #include "runtime/global_table.h"
 #include "runtime/thread_data.h"
-#include "tests/sync/primitives_test_util.h"
+#include "tests/sync/sync_test_util.h"
 #include "tests/util/watchdog.h"
 
-namespace parklot::internal {
+namespace parklot::internal::testing {
 namespace {
 
-using ::parklot::internal::testing::Watchdog;
-using ::parklot::internal::testing::prim::kWatchdogLimit;
-using ::parklot::internal::testing::prim::Eventually;
-using ::parklot::internal::testing::prim::ExpectOneBucket;
-using ::parklot::internal::testing::prim::Poisonable;
-using ::parklot::internal::testing::prim::RandomDelay;
-using ::parklot::internal::testing::prim::Scaled;
-using ::parklot::internal::testing::prim::ThreadRef;
 using Kind = SharedMutex::Kind;
 
 constexpr absl::Duration kShort = absl::Milliseconds(30);
@@ -375,12 +367,12 @@ TEST_P(SharedMutexKindTest, WriterUnlockHandsOffToParkedReaders) {
   EXPECT_EQ(mu.word()->load(), 0u);
 }
 
-// kPreferWriter: a writer that arrives while a reader holds the lock claims
-// it; new readers (including the holder's recursive attempt) then wait, and
-// the writer gets in when the reader leaves.
-TEST(SharedMutexTest, PreferWriterBlocksNewReaders) {
-  Watchdog wd(kWatchdogLimit, "PreferWriterBlocksNewReaders");
-  SharedMutex mu(Kind::kPreferWriter);
+// The test's thread holds a read lock on a `kind` SharedMutex and a writer
+// waits (parked) for it; then `while_waiting` runs, and must leave just that
+// one read lock held. The writer gets in only when it is released.
+template <typename Fn>
+void WithWriterWaitingBehindReader(Kind kind, Fn while_waiting) {
+  SharedMutex mu(kind);
   mu.LockShared();
   std::atomic<bool> writer_in{false};
   Runner writer([&] {
@@ -389,13 +381,7 @@ TEST(SharedMutexTest, PreferWriterBlocksNewReaders) {
     mu.Unlock();
   });
   ASSERT_TRUE(writer.WaitParked());
-  EXPECT_TRUE(SharedMutexCore::WriterActive(mu.word()));
-  EXPECT_FALSE(mu.TryLockShared());  // recursive read: refused, not deadlock
-  EXPECT_EQ(SharedMutexCore::TryLockShared(mu.word()), EBUSY);
-  EXPECT_FALSE(mu.LockSharedFor(kShort));
-  {
-    Runner other([&] { EXPECT_FALSE(mu.TryLockShared()); });
-  }
+  while_waiting(mu);
   EXPECT_FALSE(writer_in.load());
   mu.UnlockShared();  // the last reader hands the lock to the writer
   writer.Join();
@@ -403,38 +389,40 @@ TEST(SharedMutexTest, PreferWriterBlocksNewReaders) {
   EXPECT_EQ(mu.word()->load(), 0u);
 }
 
+// kPreferWriter: a writer that arrives while a reader holds the lock claims
+// it; new readers (including the holder's recursive attempt) then wait, and
+// the writer gets in when the reader leaves.
+TEST(SharedMutexTest, PreferWriterBlocksNewReaders) {
+  Watchdog wd(kWatchdogLimit, "PreferWriterBlocksNewReaders");
+  WithWriterWaitingBehindReader(Kind::kPreferWriter, [](SharedMutex& mu) {
+    EXPECT_TRUE(SharedMutexCore::WriterActive(mu.word()));
+    EXPECT_FALSE(mu.TryLockShared());  // recursive read: refused, not deadlock
+    EXPECT_EQ(SharedMutexCore::TryLockShared(mu.word()), EBUSY);
+    EXPECT_FALSE(mu.LockSharedFor(kShort));
+    Runner other([&] { EXPECT_FALSE(mu.TryLockShared()); });
+  });
+}
+
 // kPreferReader (glibc's default): a reader may take the lock again while a
 // writer waits; the writer gets in once all read locks are released.
 TEST(SharedMutexTest, PreferReaderAllowsRecursiveReadWhileWriterWaits) {
   Watchdog wd(kWatchdogLimit, "PreferReaderAllowsRecursiveRead");
-  SharedMutex mu(Kind::kPreferReader);
-  mu.LockShared();
-  std::atomic<bool> writer_in{false};
-  Runner writer([&] {
-    mu.Lock();
-    writer_in.store(true);
-    mu.Unlock();
+  WithWriterWaitingBehindReader(Kind::kPreferReader, [](SharedMutex& mu) {
+    EXPECT_FALSE(SharedMutexCore::WriterActive(mu.word()));
+    EXPECT_TRUE(mu.TryLockShared());
+    mu.LockShared();
+    EXPECT_TRUE(mu.LockSharedFor(kShort));
+    {
+      Runner other([&] {
+        EXPECT_TRUE(mu.TryLockShared());
+        mu.UnlockShared();
+      });
+    }
+    EXPECT_EQ(mu.ReaderCount(), 4u);
+    mu.UnlockShared();
+    mu.UnlockShared();
+    mu.UnlockShared();
   });
-  ASSERT_TRUE(writer.WaitParked());
-  EXPECT_FALSE(SharedMutexCore::WriterActive(mu.word()));
-  EXPECT_TRUE(mu.TryLockShared());
-  mu.LockShared();
-  EXPECT_TRUE(mu.LockSharedFor(kShort));
-  {
-    Runner other([&] {
-      EXPECT_TRUE(mu.TryLockShared());
-      mu.UnlockShared();
-    });
-  }
-  EXPECT_EQ(mu.ReaderCount(), 4u);
-  mu.UnlockShared();
-  mu.UnlockShared();
-  mu.UnlockShared();
-  EXPECT_FALSE(writer_in.load());
-  mu.UnlockShared();
-  writer.Join();
-  EXPECT_TRUE(writer_in.load());
-  EXPECT_EQ(mu.word()->load(), 0u);
 }
 
 // A pending writer that times out withdraws its claim and wakes the readers
@@ -599,20 +587,20 @@ TEST_P(SharedMutexKindTest, DestroyRightAfterUnlock) {
   const int iterations = static_cast<int>(Scaled(3000, 200));
   constexpr int kThreads = 3;
   for (int it = 0; it < iterations; ++it) {
-    RefCounted* obj = Poisonable<RefCounted>::Make(GetParam(), kThreads);
+    RefCounted* obj = MallocNew<RefCounted>(GetParam(), kThreads);
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([obj] {
         obj->mu.Lock();
         const bool last = --obj->refs == 0;
         obj->mu.Unlock();
-        if (last) Poisonable<RefCounted>::Destroy(obj);
+        if (last) DestroyPoisonFree(obj);
       });
     }
     for (auto& t : threads) t.join();
   }
   for (int it = 0; it < iterations; ++it) {
-    RefCounted* obj = Poisonable<RefCounted>::Make(GetParam(), kThreads);
+    RefCounted* obj = MallocNew<RefCounted>(GetParam(), kThreads);
     std::atomic<int> readers_done{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
@@ -631,7 +619,7 @@ TEST_P(SharedMutexKindTest, DestroyRightAfterUnlock) {
         if (all) break;
       }
       // Holding no lock now; every reader released before our last Lock.
-      Poisonable<RefCounted>::Destroy(obj);
+      DestroyPoisonFree(obj);
     });
     for (auto& t : threads) t.join();
   }
@@ -748,4 +736,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace parklot::internal
+}  // namespace parklot::internal::testing

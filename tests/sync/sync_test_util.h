@@ -1,10 +1,16 @@
-// Helpers for the Mutex / CondVar tests: iteration scaling under sanitizers,
-// "is that thread parked yet", poisoned frees, a stall detector, and a
-// check that the one-bucket build really runs on one bucket.
-#ifndef PARKLOT_TESTS_SYNC_MUTEX_TEST_UTIL_H_
-#define PARKLOT_TESTS_SYNC_MUTEX_TEST_UTIL_H_
+// Helpers shared by the tests of sync/: iteration scaling under sanitizers,
+// bounded polling, "is that thread parked (or asleep in a futex call)",
+// poisoned frees, a stall detector, and the checks that a build runs on the
+// table and settings its target asked for.
+//
+// The tests are in this namespace (in an unnamed one inside it), so that
+// they name the helpers, and parklot::internal's types, as they are.
+#ifndef PARKLOT_TESTS_SYNC_SYNC_TEST_UTIL_H_
+#define PARKLOT_TESTS_SYNC_SYNC_TEST_UTIL_H_
 
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,17 +22,21 @@
 #include <functional>
 #include <mutex>
 #include <new>
+#include <random>
 #include <thread>
 #include <utility>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/futex.h"
+#include "gtest/gtest.h"
 #include "runtime/config.h"
 #include "runtime/deadline.h"
 #include "runtime/global_table.h"
 #include "runtime/registry.h"
 #include "runtime/stats.h"
 #include "runtime/thread_data.h"
+#include "tests/util/watchdog.h"
 
 namespace parklot::internal::testing {
 
@@ -45,6 +55,11 @@ inline constexpr int64_t kSlowdown = kSanitizerSlowdown * 5;
 inline constexpr int64_t kSlowdown = kSanitizerSlowdown;
 #endif
 
+// Every concurrency test runs under a Watchdog with this limit: far above
+// the few seconds each takes, so that only a hang (not a loaded machine)
+// trips it, and below Bazel's "moderate" timeout.
+inline constexpr absl::Duration kWatchdogLimit = absl::Seconds(120);
+
 // CLOCK_REALTIME now, read directly (absl::Now() may come from a
 // calibrated cycle counter, which need not agree with the clock a
 // FUTEX_CLOCK_REALTIME deadline is checked against).
@@ -54,16 +69,17 @@ inline absl::Time RealtimeNow() {
   return absl::TimeFromTimespec(ts);
 }
 
-// `n` iterations, divided by the sanitizer slowdown (at least `min`).
+// `n` iterations, divided by the slowdown (at least `min`).
 inline int64_t Scaled(int64_t n, int64_t min = 1) {
   const int64_t s = n / kSlowdown;
   return s < min ? min : s;
 }
 
-// Polls `pred` (yielding) until it holds or `limit` passes. Returns pred().
-// Generous limits only: this bounds a wait, it never measures one.
+// Polls `pred` (sleeping 50us between tries) until it holds or `limit`
+// passes. Returns pred(). Generous limits only: this bounds a wait, it
+// never measures one.
 template <typename Pred>
-bool Eventually(Pred pred, absl::Duration limit = absl::Seconds(10)) {
+bool Eventually(Pred pred, absl::Duration limit = absl::Seconds(20)) {
   const absl::Time end = MonotonicNow() + limit;
   while (!pred()) {
     if (MonotonicNow() > end) return pred();
@@ -72,24 +88,60 @@ bool Eventually(Pred pred, absl::Duration limit = absl::Seconds(10)) {
   return true;
 }
 
-// A thread's parklot identity, published so that others can see whether it
-// is parked.
+// Until `n` threads are parked in the lot (a snapshot that only grows
+// while the caller waits for it); a failed assertion after 60s.
+inline void AwaitParked(size_t n) {
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  while (registry::ParkedThreads() < n && absl::Now() < end) {
+    absl::SleepFor(absl::Microseconds(100));
+  }
+  ASSERT_GE(registry::ParkedThreads(), n);
+}
+
+// A thread's parking-lot identity, published by the thread itself so that
+// others can tell when it sleeps in Park (or in a futex call of its own).
+// Whether it is parked is read through its slot, which stays valid after
+// the thread exits (its ThreadData need not).
 class ThreadRef {
  public:
   // Called by the thread itself (registers it with the parking lot).
   void Publish() {
+    tid_.store(gettid(), std::memory_order_relaxed);
     td_.store(CurrentThreadData(), std::memory_order_release);
+    slot_.store(CurrentSlot(), std::memory_order_release);
   }
+  bool published() const {
+    return slot_.load(std::memory_order_acquire) != kNoSlot;
+  }
+  // The thread's data: only while the thread runs.
   ThreadData* td() const { return td_.load(std::memory_order_acquire); }
-  bool published() const { return td() != nullptr; }
   // True while the thread sleeps in Park (it is queued on some key).
   bool parked() const {
-    ThreadData* t = td();
-    return t != nullptr && registry::StateOf(t->slot) == ThreadState::kParked;
+    const uint32_t slot = slot_.load(std::memory_order_acquire);
+    return slot != kNoSlot && registry::StateOf(slot) == ThreadState::kParked;
   }
-  // Waits until the thread is parked (false after 10 s).
-  bool WaitParked(absl::Duration limit = absl::Seconds(10)) const {
+  // Waits (bounded, generously) until the thread sleeps in Park.
+  bool WaitParked(absl::Duration limit = absl::Seconds(20)) const {
     return Eventually([this] { return parked(); }, limit);
+  }
+  // True while the thread is blocked in a futex system call of its own
+  // (primitives that sleep on their own word, not in the lot: Barrier), as
+  // /proc/self/task/TID/syscall shows it: the call's number first.
+  bool in_futex() const {
+    if (!published()) return false;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall",
+             static_cast<int>(tid_.load(std::memory_order_relaxed)));
+    FILE* f = fopen(path, "r");
+    if (f == nullptr) return false;
+    long nr = -1;
+    const bool read = fscanf(f, "%ld", &nr) == 1;
+    fclose(f);
+    return read && nr == SYS_futex;
+  }
+  // Waits (bounded, generously) until the thread sleeps in a futex call.
+  bool WaitInFutex(absl::Duration limit = absl::Seconds(20)) const {
+    return Eventually([this] { return in_futex(); }, limit);
   }
   uint64_t parks() const {
     return td()->counters.parks.load(std::memory_order_relaxed);
@@ -99,7 +151,9 @@ class ThreadRef {
   }
 
  private:
+  std::atomic<pid_t> tid_{0};
   std::atomic<ThreadData*> td_{nullptr};
+  std::atomic<uint32_t> slot_{kNoSlot};
 };
 
 // Heap object from malloc, so that DestroyPoisonFree can free it.
@@ -143,6 +197,13 @@ inline void Delay(uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) {
     __asm__ volatile("" ::: "memory");
   }
+}
+
+// A few PAUSEs to a few microseconds of random busy work (a randomized
+// delay that does not sleep).
+inline void RandomDelay(std::minstd_rand& rng, int max_pauses = 64) {
+  const int n = static_cast<int>(rng() % static_cast<unsigned>(max_pauses));
+  for (int i = 0; i < n; ++i) CpuRelax();
 }
 
 // Aborts with a diagnosis if `progress` stops moving for `limit` (a hang:
@@ -198,19 +259,28 @@ class StallDetector {
   std::thread thread_;
 };
 
-// In the one-bucket build (local define PARKLOT_TEST_ONE_BUCKET, env
-// PARKLOT_POLICY=fixed:1) returns false unless the parking lot really runs
-// on one fixed bucket; elsewhere returns true.
-// In the always-fair build (PARKLOT_TEST_ALWAYS_FAIR, env PARKLOT_FAIR_NS=0
-// PARKLOT_SPIN=16) likewise checks that every unlock hands off and waiters
-// spin a fixed budget.
+// True when the test binary must run on the one-bucket table: the
+// *_fixed1 targets define PARKLOT_EXPECT_ONE_BUCKET and set
+// PARKLOT_POLICY=fixed:1 in the test environment.
+inline bool ExpectOneBucket() {
+#ifdef PARKLOT_EXPECT_ONE_BUCKET
+  return true;
+#else
+  return false;
+#endif
+}
+
+// In the one-bucket build returns false unless the parking lot really runs
+// on one fixed bucket. In the always-fair build (PARKLOT_TEST_ALWAYS_FAIR,
+// env PARKLOT_FAIR_NS=0 PARKLOT_SPIN=16) likewise checks that every unlock
+// hands off and waiters spin a fixed budget. Elsewhere returns true.
 inline bool TableIsAsBuilt() {
   bool ok = true;
-#ifdef PARKLOT_TEST_ONE_BUCKET
-  const Config& c = GetConfig();
-  ok = ok && c.table.policy == GrowthPolicy::kFixed && c.table.buckets == 1 &&
-       GlobalTable().bucket_count() == 1;
-#endif
+  if (ExpectOneBucket()) {
+    const Config& c = GetConfig();
+    ok = ok && c.table.policy == GrowthPolicy::kFixed &&
+         c.table.buckets == 1 && GlobalTable().bucket_count() == 1;
+  }
 #ifdef PARKLOT_TEST_ALWAYS_FAIR
   const Config& f = GetConfig();
   ok = ok && f.fair_mean_ns == 0 && f.spin == SpinMode::kFixed &&
@@ -221,4 +291,4 @@ inline bool TableIsAsBuilt() {
 
 }  // namespace parklot::internal::testing
 
-#endif  // PARKLOT_TESTS_SYNC_MUTEX_TEST_UTIL_H_
+#endif  // PARKLOT_TESTS_SYNC_SYNC_TEST_UTIL_H_
