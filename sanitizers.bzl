@@ -6,6 +6,9 @@
 #   shim_test(name = "x_test", srcs = ["run_under_shim.sh"],
 #             args = ["$(location :x_prog)"], data = [":x_prog", SHIM])
 #
+# The test packages declare them through tests/defs.bzl: a program and the
+# modes it runs in, one call (shim_prog_test).
+#
 # shim_program: the program is built without sanitizers in every
 # configuration, as the unmodified binaries the shim is for. Under
 # --config=asan the shim is built with ASan and the tests preload ASan's
