@@ -24,7 +24,8 @@ done
 shim_configs "$@"
 for ((r = 0; r < reps; r++)); do
   for shape in "8 2000" "64 250" "1024 20"; do
-    for c in "${configs[@]}"; do
+    mapfile -t order < <(configs_from "$r")
+    for c in "${order[@]}"; do
       set -- $shape
       run_config "$c" "${c%%=*}.$1" "$1" "$2" $pin
     done

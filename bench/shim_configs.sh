@@ -24,3 +24,12 @@ run_config() {
   [ "${c%%=*}" = glibc ] || pre=$(readlink -f "${c#*=}")
   LD_PRELOAD="$pre" timeout 120 "$prog" "$@" >>"$out/$file"
 }
+
+# configs_from R: the configurations in order from the (R mod count)-th,
+# one a line, so that across repetitions each runs in every place of the
+# order equally often (in uncontended_cost.sh the first run of a
+# repetition measured up to 5% slower than the same build run later).
+configs_from() {
+  local n=${#configs[@]} i
+  for ((i = 0; i < n; i++)); do printf '%s\n' "${configs[($1 + i) % n]}"; done
+}

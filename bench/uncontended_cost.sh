@@ -20,7 +20,8 @@ while :; do
 done
 shim_configs "$@"
 for ((r = 0; r < reps; r++)); do
-  for c in "${configs[@]}"; do
+  mapfile -t order < <(configs_from "$r")
+  for c in "${order[@]}"; do
     run_config "$c" "${c%%=*}"
   done
 done
