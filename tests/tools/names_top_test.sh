@@ -107,6 +107,12 @@ rc=$?
   pass "a process gone: one line" || fail "gone: exit $rc: $(cat "$work/gone")"
 sleep 30 &
 plain=$!
+# Until the forked shell has become sleep (top names the process by its
+# command; a busy machine showed it still as bash).
+for ((i = 0; i < 500; i++)); do
+  [ "$(cat "/proc/$plain/comm" 2>/dev/null)" = sleep ] && break
+  sleep 0.01
+done
 "$launcher" top --once "$plain" >"$work/plain" 2>&1
 rc=$?
 kill "$plain"
