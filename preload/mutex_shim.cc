@@ -17,6 +17,16 @@ inline bool IsPlainKind(int kind) {
   return k == PTHREAD_MUTEX_NORMAL || k == PTHREAD_MUTEX_ADAPTIVE_NP;
 }
 
+// The re-lock of an owner-checked mutex by its holder: EDEADLK for the
+// error-checking kind, else the recursive count raised (EAGAIN at its
+// limit), as glibc's.
+int Relock(pthread_mutex_t* m, int type) {
+  if (type == PTHREAD_MUTEX_ERRORCHECK) return EDEADLK;
+  if (m->__data.__count + 1 == 0) return EAGAIN;
+  ++m->__data.__count;
+  return 0;
+}
+
 // Locks a mutex the shim runs. `timed`: a timed lock, whose `abstime` is
 // checked only if the lock would block (POSIX, glibc); a null `abstime`
 // waits without a deadline, as glibc's timed locks do.
@@ -29,10 +39,7 @@ __attribute__((noinline)) int LockSlow(pthread_mutex_t* m,
   std::atomic<uint32_t>* word = MutexWord(m);
   if (type == PTHREAD_MUTEX_RECURSIVE || type == PTHREAD_MUTEX_ERRORCHECK) {
     if (MutexCore::HeldByCurrentThread(word, MutexMetaOf(m))) {
-      if (type == PTHREAD_MUTEX_ERRORCHECK) return EDEADLK;
-      if (m->__data.__count + 1 == 0) return EAGAIN;
-      ++m->__data.__count;
-      return 0;
+      return Relock(m, type);
     }
   }
   if (DeadlockOn()) DeadlockBeforeLock(m, LockMode::kExclusive, caller);
@@ -132,10 +139,7 @@ __attribute__((noinline)) int LockProfiled(pthread_mutex_t* m) {
   const uint32_t slot = CurrentSlot();
   if (MutexCore::IsLocked(word) &&
       meta->owner.load(std::memory_order_relaxed) == slot) {
-    if (type == PTHREAD_MUTEX_ERRORCHECK) return EDEADLK;
-    if (m->__data.__count + 1 == 0) return EAGAIN;
-    ++m->__data.__count;
-    return 0;
+    return Relock(m, type);
   }
   if (!MutexCore::LockFastOneStepAs(word, meta, slot)) return -1;
   NoteMutexOwner(m);
@@ -168,9 +172,10 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
   } else if (kind != kKindDestroyed && (kind & kKindGlibcOwned)) {
     if (DeadlockOn()) return GlibcLockWatched(m, caller);
     return __pthread_mutex_lock(m);
-  } else if (g_lock_hooks == 0 && ShimMutexType(kind) > 0 &&
-             ShimMutexType(kind) != PTHREAD_MUTEX_ADAPTIVE_NP) {
-    const int rc = LockOwnerCheckedFast(m, ShimMutexType(kind));
+  } else if (const int type = ShimMutexType(kind);
+             g_lock_hooks == 0 && (type == PTHREAD_MUTEX_RECURSIVE ||
+                                   type == PTHREAD_MUTEX_ERRORCHECK)) {
+    const int rc = LockOwnerCheckedFast(m, type);
     if (rc >= 0) return rc;
   }
   return LockSlow(m, nullptr, CLOCK_REALTIME, false, caller);
@@ -297,9 +302,7 @@ int pthread_mutex_trylock(pthread_mutex_t* m) {
   if (type < 0) return EINVAL;
   std::atomic<uint32_t>* word = MutexWord(m);
   if (type == PTHREAD_MUTEX_RECURSIVE && MutexCore::HeldByCurrentThread(word, MutexMetaOf(m))) {
-    if (m->__data.__count + 1 == 0) return EAGAIN;
-    ++m->__data.__count;
-    return 0;
+    return Relock(m, type);
   }
   // glibc's errorcheck trylock on a mutex the caller holds is EBUSY too.
   // The owner-checked kinds record their holder in the same step.
