@@ -109,15 +109,17 @@ void AdoptSectionsInForkChild(int32_t forking_tid) {
   ResetSharedTlsInChild();
 }
 
+bool SignalIsFault(int sig, const void* siginfo) {
+  return (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
+          sig == SIGTRAP || sig == SIGSYS) &&
+         static_cast<const siginfo_t*>(siginfo)->si_code > 0;
+}
+
 bool DeferSignalToSectionEnd(int sig, const void* siginfo, void* ucontext) {
   SectionState* s = Sections(/*claim=*/false);
   if (s == nullptr || s->sections == 0 || sig <= 0 || sig > 64) return false;
-  const auto* info = static_cast<const siginfo_t*>(siginfo);
   // A fault belongs to the instruction that raised it: it cannot wait.
-  const bool fault = (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL ||
-                      sig == SIGFPE || sig == SIGTRAP || sig == SIGSYS) &&
-                     info->si_code > 0;
-  if (fault) return false;
+  if (SignalIsFault(sig, siginfo)) return false;
   uint64_t bit = uint64_t{1} << (sig - 1);
   // Blocked now (an SA_NODEFER action would take it again at once) and
   // after the handler returns (the kernel restores the mask from the

@@ -135,6 +135,11 @@ class SectionScope {
 // process's RLIMIT_SIGPENDING reached). Async-signal-safe; raw system
 // calls only.
 bool DeferSignalToSectionEnd(int sig, const void* siginfo, void* ucontext);
+// True if signal `sig` with `siginfo` (the kernel's siginfo_t) is a fault
+// the interrupted instruction raised (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+// SIGTRAP or SIGSYS with a positive si_code), which belongs to that
+// instruction and is neither deferred nor moved. Async-signal-safe.
+bool SignalIsFault(int sig, const void* siginfo);
 // Installs the process's section-exit hook (once, at start-up; the
 // runtime's deferred-unpark runner). Not async-signal-safe.
 void SetSectionExitHook(void (*hook)());

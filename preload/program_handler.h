@@ -7,7 +7,9 @@
 #include <signal.h>
 
 #include "preload/task_model.h"
+#include "hash/lock_section.h"
 #include "runtime/parking_lot.h"
+#include "sync/mutex_core.h"
 
 namespace parklot::internal::preload {
 
@@ -69,6 +71,10 @@ __attribute__((no_sanitize_address)) inline void RunProgramHandler(
     void (*handler)(int, siginfo_t*, void*), int sig, siginfo_t* info,
     void* context) {
   namespace internal = program_handler_internal;
+  // A mutex step the signal interrupted is settled first, so that the
+  // handler never finds a lock taken without its holder or a holder
+  // cleared from a lock still held (sync/mutex_core.h).
+  if (!SignalIsFault(sig, info)) MutexCore::SettleInterruptedStep(context);
   // The cancellation word and cleanup list are those of the task that owns
   // the TLS: a vfork child or a task on another's TLS leaves them alone
   // (task_model.h); pthread_cancel cannot reach such a task.

@@ -1,6 +1,7 @@
 #include "sync/mutex.h"
 
 #include <errno.h>
+#include <ucontext.h>
 
 #include "base/text.h"
 #include "runtime/spin.h"
@@ -118,6 +119,58 @@ void MutexCore::UnlockSlow(std::atomic<uint32_t>* word, bool force_fair) {
     return kDefaultUnparkToken;
   });
 }
+
+#if PARKLOT_MUTEX_STEP_REGIONS
+// The entries of parklot_mutex_step (PARKLOT_MUTEX_STEP): this object's
+// own (hidden), none where nothing inlined a step.
+extern "C" {
+__attribute__((visibility("hidden"), weak)) extern const int32_t
+    __start_parklot_mutex_step[];
+__attribute__((visibility("hidden"), weak)) extern const int32_t
+    __stop_parklot_mutex_step[];
+}
+
+bool MutexCore::SettleInterruptedStep(void* ucontext) {
+  auto* uc = static_cast<ucontext_t*>(ucontext);
+  greg_t* regs = uc->uc_mcontext.gregs;
+  const char* ip = reinterpret_cast<const char*>(regs[REG_RIP]);
+  // A linear search: a handful of entries, one per inlined step.
+  for (const int32_t* e = __start_parklot_mutex_step;
+       e != nullptr && e < __stop_parklot_mutex_step; e += 5) {
+    const char* field = reinterpret_cast<const char*>(e);
+    const char* begin = field + e[0];
+    if (ip < begin || ip >= field + 8 + e[2]) continue;
+    const char* branch = field + 4 + e[1];
+    const char* end = field + 8 + e[2];
+    const char* restart = field + 12 + e[3];
+    // The step's registers: %rsi the holder's slot's address, %edx the
+    // slot; ZF the compare-and-swap's success once it ran.
+    auto* owner = reinterpret_cast<std::atomic<uint32_t>*>(regs[REG_RSI]);
+    const auto slot = static_cast<uint32_t>(regs[REG_RDX]);
+    const bool cas_succeeded = (regs[REG_EFL] & 0x40) != 0;
+    if (e[4] == 1) {
+      // Lock: at the branch after a failed compare-and-swap there is
+      // nothing to do; otherwise the word is taken and the slot is stored.
+      if (ip == branch && !cas_succeeded) return false;
+      owner->store(slot, std::memory_order_relaxed);
+      regs[REG_RIP] = reinterpret_cast<greg_t>(end);
+      return true;
+    }
+    // Unlock: at the branch after a successful compare-and-swap the word
+    // is released and the step done; before the compare-and-swap the slot
+    // comes back and the step restarts at its clear; after a failed one
+    // the slot comes back and the step ends (the caller unlocks inside a
+    // section).
+    if (ip == branch && cas_succeeded) return false;
+    owner->store(slot, std::memory_order_relaxed);
+    regs[REG_RIP] = reinterpret_cast<greg_t>(ip == begin ? restart : end);
+    return true;
+  }
+  return false;
+}
+#else
+bool MutexCore::SettleInterruptedStep(void*) { return false; }
+#endif
 
 }  // namespace parklot::internal
 

@@ -12,6 +12,29 @@
 #include "runtime/parking_lot.h"
 #include "runtime/thread_data.h"
 
+// The one-step lock and unlock (MutexCore::LockFastOneStepAs,
+// UnlockOneStep) as instruction regions that a signal handler wrapper
+// settles (MutexCore::SettleInterruptedStep), as the kernel's restartable
+// sequences do, instead of lock sections: x86-64 only, and not under
+// ThreadSanitizer, which sees no atomic in an asm statement.
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define PARKLOT_MUTEX_STEP_REGIONS 1
+#else
+#define PARKLOT_MUTEX_STEP_REGIONS 0
+#endif
+
+// One entry of the section parklot_mutex_step, in the assembler: the first
+// instruction after the step's first store (`begin`), the conditional
+// branch on the compare-and-swap's result, the step's end, where an unlock
+// restarts, and which step (1 lock, 2 unlock); addresses as offsets from
+// their field (no relocation).
+#define PARKLOT_MUTEX_STEP(begin, branch, end, restart, kind)             \
+  ".pushsection parklot_mutex_step, \"a\"\n\t"                           \
+  ".balign 4\n\t"                                                         \
+  ".long " begin " - ., " branch " - ., " end " - ., " restart " - ., " kind \
+  "\n\t"                                                                  \
+  ".popsection\n\t"
+
 namespace parklot::internal {
 
 // What a mutex keeps beside its lock word: the spin moving average
@@ -102,6 +125,22 @@ class MutexCore {
   // LockFastOneStep for the caller's `slot` (CurrentSlot()).
   static bool LockFastOneStepAs(std::atomic<uint32_t>* word, MutexMeta* meta,
                                 uint32_t slot) {
+#if PARKLOT_MUTEX_STEP_REGIONS
+    // The compare-and-swap, then the holder's slot: a signal that lands
+    // between the two finds the store done for it (SettleInterruptedStep).
+    uint32_t expected = kFree;
+    bool taken;
+    asm volatile(
+        "lock cmpxchgl %[locked], (%[word])\n"
+        "1:\tjne 2f\n\t"
+        "movl %%edx, (%%rsi)\n"
+        "2:\n\t" PARKLOT_MUTEX_STEP("1b", "1b", "2b", "2b", "1")
+        : "+a"(expected), "=@ccz"(taken)
+        : [word] "r"(word), [locked] "r"(kLocked), "S"(&meta->owner),
+          "d"(slot)
+        : "memory");
+    return taken;
+#else
     SectionScope section;
     uint32_t expected = kFree;
     if (!word->compare_exchange_weak(expected, kLocked,
@@ -111,15 +150,51 @@ class MutexCore {
     }
     meta->owner.store(slot, std::memory_order_relaxed);
     return true;
+#endif
   }
   static bool LockOneStep(std::atomic<uint32_t>* word, MutexMeta* meta,
                           const Deadline& deadline = Deadline::Never()) {
     return LockFastOneStep(word, meta) || LockSlow(word, meta, deadline);
   }
   static void UnlockOneStep(std::atomic<uint32_t>* word, MutexMeta* meta) {
+#if PARKLOT_MUTEX_STEP_REGIONS
+    // The holder's slot cleared, then the compare-and-swap from locked
+    // without parked threads to free; where threads are parked the slot is
+    // put back and the unlock below redoes both inside a lock section. A
+    // signal that lands after the clear and before the word is released
+    // finds the slot put back and the step restarted
+    // (SettleInterruptedStep).
+    uint32_t expected = kLocked;
+    bool released;
+    [[maybe_unused]] uint32_t slot;  // the holder's, while cleared
+    asm volatile(
+        "movl (%%rsi), %%edx\n"
+        "0:\tmovl $0, (%%rsi)\n"
+        "1:\tlock cmpxchgl %[free], (%[word])\n"
+        "2:\tje 3f\n\t"
+        "movl %%edx, (%%rsi)\n"
+        "3:\n\t" PARKLOT_MUTEX_STEP("1b", "2b", "3b", "0b", "2")
+        : "+a"(expected), "=@ccz"(released), "=&d"(slot)
+        : [word] "r"(word), [free] "r"(kFree), "S"(&meta->owner)
+        : "memory");
+    if (__builtin_expect(released, 1)) return;
+#endif
     SectionScope section;
     Unlock(word, meta);
   }
+
+  // Where a signal handler is about to run on a thread that `ucontext`
+  // (the kernel's ucontext_t of the interrupted code) shows stopped inside
+  // LockFastOneStepAs's or UnlockOneStep's instructions: completes the lock
+  // (the holder's slot stored) or undoes the unlock's clear of the slot
+  // and moves the thread back to the clear, in the context, so that the
+  // handler finds the mutex free or held with its holder recorded
+  // (docs/design.md section 4, Mutex). For the shim's signal-handler wrappers,
+  // for asynchronous signals only (a fault belongs to its instruction).
+  // Returns whether it changed the context. Async-signal-safe: no system
+  // call, no lock. Elsewhere than x86-64 (and under ThreadSanitizer) the
+  // steps are lock sections instead, and this does nothing.
+  static bool SettleInterruptedStep(void* ucontext);
 
   // The contended path of Lock: spins while it can pay, then parks.
   // Returns false only if `deadline` passed first.

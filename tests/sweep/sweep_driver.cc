@@ -6,6 +6,8 @@
 //     --skip=PATH:ACTION   leave this case out (repeatable)
 //     --every=N            stop at every Nth instruction of the path (1: all)
 //     --section-every=N    and at every Nth of those inside a lock section
+//                          (every instruction of a mutex step region, the
+//                          shim's section parklot_mutex_step, is a stop)
 //     --run-timeout=S      a run that has not exited S seconds after the
 //                          stop is a hang (default 4)
 //     --preload=LIBS       LD_PRELOAD for the victim (default LIB; ASan's
@@ -55,6 +57,7 @@ struct Step {
   uint64_t offset;  // in the shim file's address space (as nm shows)
   uint32_t occurrence;
   bool in_section;
+  bool in_step;  // from a mutex step's first store to its end
 };
 
 enum Kind { kPass, kFail, kHang, kNotReached };
@@ -83,6 +86,11 @@ struct Symbol {
   std::string name;
 };
 std::vector<Symbol> g_symbols;  // the shim's text symbols, sorted
+
+// The mutex step regions (sync/mutex_core.h, PARKLOT_MUTEX_STEP), as
+// [first store, end) offsets: the instruction that makes the step's first
+// store and every one after it until the step ends.
+std::vector<std::pair<uint64_t, uint64_t>> g_step_regions;
 
 volatile sig_atomic_t g_timed_out;
 void OnAlarm(int) { g_timed_out = 1; }
@@ -131,6 +139,46 @@ void LoadSymbols() {
   }
   std::sort(g_symbols.begin(), g_symbols.end(),
             [](const Symbol& a, const Symbol& b) { return a.addr < b.addr; });
+}
+
+// Reads the shim's section parklot_mutex_step (five 32-bit fields an
+// entry: begin, branch, end, restart, each an offset from its own field's
+// address, and the kind). The region sampled starts at the instruction
+// before `begin`, which makes the step's first store: a stop there is
+// before it. That instruction is found in the record run's trace.
+void LoadStepRegions() {
+  FILE* f = fopen(g_opt.shim.c_str(), "rb");
+  if (f == nullptr) return;
+  Elf64_Ehdr eh;
+  std::vector<Elf64_Shdr> sh;
+  if (fread(&eh, sizeof eh, 1, f) == 1 && eh.e_shentsize == sizeof(Elf64_Shdr)) {
+    sh.resize(eh.e_shnum);
+    fseek(f, (long)eh.e_shoff, SEEK_SET);
+    if (fread(sh.data(), sizeof(Elf64_Shdr), sh.size(), f) != sh.size()) sh.clear();
+  }
+  auto read = [f](const Elf64_Shdr& s) {
+    std::string d(s.sh_size, '\0');
+    fseek(f, (long)s.sh_offset, SEEK_SET);
+    if (fread(&d[0], 1, d.size(), f) != d.size()) d.clear();
+    return d;
+  };
+  if (eh.e_shstrndx < sh.size()) {
+    const std::string names = read(sh[eh.e_shstrndx]);
+    for (const Elf64_Shdr& s : sh) {
+      if (s.sh_name >= names.size() ||
+          strcmp(names.c_str() + s.sh_name, "parklot_mutex_step") != 0) {
+        continue;
+      }
+      const std::string d = read(s);
+      for (size_t i = 0; i + 20 <= d.size(); i += 20) {
+        int32_t e[5];
+        memcpy(e, d.data() + i, sizeof e);
+        const uint64_t field = s.sh_addr + i;
+        g_step_regions.push_back({field + e[0], field + 8 + e[2]});
+      }
+    }
+  }
+  fclose(f);
 }
 
 // "Symbol+0xN" (mangled; addr2line demangles in the report).
@@ -337,7 +385,7 @@ Outcome RunOnce(const std::string& path, const std::string& action,
           in_section = (Peek(tid, tls + g_off_section) & 0xffffffff) != 0;
         }
         if (target == nullptr) {
-          o.trace.push_back({off, occ, in_section});
+          o.trace.push_back({off, occ, in_section, false});
         } else if (off == target->offset && occ == target->occurrence) {
           stepping = false;
           reached = true;
@@ -451,18 +499,31 @@ int Sweep(const Case& c) {
     printf("  %s\n", rec.detail.c_str());
     return 1;
   }
+  size_t in_steps = 0;
+  for (size_t k = 0; k < rec.trace.size(); ++k) {
+    for (const auto& r : g_step_regions) {
+      const uint64_t off = rec.trace[k].offset;
+      if (off >= r.first && off < r.second) {
+        // The step's first store: the instruction before its region.
+        if (k > 0 && off == r.first) rec.trace[k - 1].in_step = true;
+        rec.trace[k].in_step = true;
+      }
+    }
+  }
   std::vector<size_t> chosen;
   size_t in_sections = 0, section_index = 0;
   for (size_t k = 0; k < rec.trace.size(); ++k) {
-    bool take = k % g_opt.every == 0;
+    bool take = k % g_opt.every == 0 || rec.trace[k].in_step;
+    in_steps += rec.trace[k].in_step;
     if (rec.trace[k].in_section) {
       ++in_sections;
       if (section_index++ % g_opt.section_every == 0) take = true;
     }
     if (take) chosen.push_back(k);
   }
-  printf("%s: %zu shim instructions on the path (%zu in lock sections), %zu stops\n",
-         c.Name().c_str(), rec.trace.size(), in_sections, chosen.size());
+  printf("%s: %zu shim instructions on the path (%zu in lock sections, %zu in "
+         "mutex steps), %zu stops\n",
+         c.Name().c_str(), rec.trace.size(), in_sections, in_steps, chosen.size());
   fflush(stdout);
   int counts[4] = {};
   std::vector<std::pair<size_t, Outcome>> bad;
@@ -480,7 +541,7 @@ int Sweep(const Case& c) {
     printf("  %s %s #%zu 0x%llx %s (%s)%s: %s\n", kKindNames[bad[i].second.kind],
            c.Name().c_str(), bad[i].first, (unsigned long long)s.offset,
            SymbolAt(s.offset).c_str(), where[i].c_str(),
-           s.in_section ? " [in lock section]" : "", bad[i].second.detail.c_str());
+           s.in_section ? " [in lock section]" : s.in_step ? " [in mutex step]" : "", bad[i].second.detail.c_str());
     std::string fn = where[i].substr(0, where[i].find(" at "));
     ++by_function[fn];
   }
@@ -530,6 +591,7 @@ int main(int argc, char** argv) {
   }
   if (g_opt.preload.empty()) g_opt.preload = g_opt.shim;
   LoadSymbols();
+  LoadStepRegions();
   // The section depth is what every later call of the thread reads: the
   // sweep cannot check what it was built for without it. (A futex re-entry
   // count, t_depth, is checked too where a shim still has one.)
