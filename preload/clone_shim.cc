@@ -1,6 +1,8 @@
 // clone(): glibc's wrapper, interposed to note tasks that will share the
 // caller's thread-local storage (CLONE_VM without CLONE_SETTLS), so that
-// the lot keeps their lock sections and parks apart (base/shared_tls.h).
+// the lot keeps their lock sections and parks apart (base/shared_tls.h),
+// and tasks that share its memory at all (CLONE_VM), which end the
+// single-threaded mutex path (shim.h, kHookSingleThreaded).
 // glibc's own thread and process creation (pthread_create, fork,
 // posix_spawn, vfork) calls its internal clone and never comes here.
 // CLONE_VFORK children are not noted: their creator is suspended until they
@@ -25,6 +27,11 @@ extern "C" int parklot_serve_clone(int (*fn)(void*), void* stack, int flags,
                                    pid_t* child_tid) {
   const bool shares_tls = (flags & (CLONE_VM | CLONE_SETTLS)) == CLONE_VM;
   if (shares_tls && (flags & CLONE_VFORK) == 0) parklot::internal::NoteTlsSharingTask();
+  // A task on this memory that glibc does not count as a thread: the
+  // single-threaded mutex path ends (a vfork child's creator waits).
+  if ((flags & (CLONE_VM | CLONE_VFORK)) == CLONE_VM) {
+    parklot::internal::preload::SharedMemoryTaskMade();
+  }
   const bool vfork_child = shares_tls && (flags & CLONE_VFORK) != 0;
   const int depth = parklot_vfork_depth;
   if (vfork_child) parklot_vfork_depth = depth + 1;

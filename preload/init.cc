@@ -68,6 +68,7 @@ __attribute__((constructor)) void Init() {
     return;
   }
   ResolveProgramClock();
+  StartSingleThreadedPath();
   RegisterForkStep(ForkStep::kShimStandIns, &kStandInsForkStep);
   const Config& config = GetConfig();
   // Before main, and so before any sandbox, where the policy needs it.

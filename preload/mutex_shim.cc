@@ -1,5 +1,6 @@
 // pthread_mutex_* and C11 mtx_* in place on glibc's pthread_mutex_t.
 #include <errno.h>
+#include <sys/single_threaded.h>
 #include <threads.h>
 
 #include "preload/diag/deadlock.h"
@@ -9,6 +10,33 @@
 #include "sync/mutex.h"
 
 namespace parklot::internal::preload {
+
+namespace {
+// A clone(CLONE_VM) task was made: the constructor must not start the
+// single-threaded path.
+bool g_shared_memory_task = false;
+}  // namespace
+
+bool StillSingleThreaded() {
+  if (__libc_single_threaded) return true;
+  __atomic_fetch_and(&g_lock_hooks, static_cast<uint8_t>(~kHookSingleThreaded),
+                     __ATOMIC_RELAXED);
+  return false;
+}
+
+void SharedMemoryTaskMade() {
+  __atomic_store_n(&g_shared_memory_task, true, __ATOMIC_RELAXED);
+  __atomic_fetch_and(&g_lock_hooks, static_cast<uint8_t>(~kHookSingleThreaded),
+                     __ATOMIC_RELAXED);
+}
+
+void StartSingleThreadedPath() {
+  if (__libc_single_threaded &&
+      !__atomic_load_n(&g_shared_memory_task, __ATOMIC_RELAXED)) {
+    SetLockHooks(kHookSingleThreaded);
+  }
+}
+
 namespace {
 
 // Normal and adaptive mutexes: no owner checks, the common case.
@@ -161,7 +189,17 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
   }
   const int kind = m->__data.__kind;
   if (IsPlainKind(kind)) {
-    if (g_lock_hooks == 0) {
+    // One thread so far, and no lock hook: glibc's single-threaded path,
+    // or the compare-and-swap pthread_mutex_lock left out where a thread
+    // has appeared since.
+    if ((g_lock_hooks & kLockFastPathOff) == kHookSingleThreaded &&
+        (StillSingleThreaded()
+             ? MutexCore::LockFastSingleThreaded(MutexWord(m), MutexMetaOf(m))
+             : MutexCore::LockFast(MutexWord(m), MutexMetaOf(m)))) {
+      NoteMutexOwner(m);
+      return 0;
+    }
+    if ((g_lock_hooks & ~kHookSingleThreaded) == 0) {
       // pthread_mutex_lock's compare-and-swap failed: no second one.
       MutexCore::LockSlow(MutexWord(m), MutexMetaOf(m), Deadline::Never());
       NoteMutexOwner(m);
@@ -173,7 +211,8 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
     if (DeadlockOn()) return GlibcLockWatched(m, caller);
     return __pthread_mutex_lock(m);
   } else if (const int type = ShimMutexType(kind);
-             g_lock_hooks == 0 && (type == PTHREAD_MUTEX_RECURSIVE ||
+             (g_lock_hooks & ~kHookSingleThreaded) == 0 &&
+             (type == PTHREAD_MUTEX_RECURSIVE ||
                                    type == PTHREAD_MUTEX_ERRORCHECK)) {
     const int rc = LockOwnerCheckedFast(m, type);
     if (rc >= 0) return rc;
@@ -195,6 +234,22 @@ __attribute__((noinline)) void UnlockHooks(pthread_mutex_t* m,
 }  // namespace
 
 namespace {
+
+// ShimMutexUnlock of a plain kind with a bit of kUnlockFastPathOff set:
+// out of line, as UnlockOther. `site`: the program's call of unlock.
+__attribute__((noinline)) int UnlockPlainOther(pthread_mutex_t* m,
+                                               const void* site) {
+  if (SteppingAside()) return RealGlibc().pthread_mutex_unlock(m);
+  if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m, site);
+  ClearMutexOwner(m);
+  // One thread so far: glibc's single-threaded path.
+  if ((g_lock_hooks & kHookSingleThreaded) != 0 && StillSingleThreaded() &&
+      MutexCore::UnlockFastSingleThreaded(MutexWord(m), MutexMetaOf(m))) {
+    return 0;
+  }
+  MutexCore::Unlock(MutexWord(m), MutexMetaOf(m));
+  return 0;
+}
 
 // ShimMutexUnlock past the plain kinds: out of line, so that the plain
 // unlock's frame saves no register. `site`: the program's call of unlock.
@@ -230,14 +285,21 @@ __attribute__((noinline)) int UnlockOther(pthread_mutex_t* m,
 int ShimMutexUnlock(pthread_mutex_t* m) {
   if (__builtin_expect(IsPlainKind(m->__data.__kind), 1)) {
     // Normal and adaptive: as glibc, no owner check (a foreign unlock
-    // releases the lock). One test for the unlock hooks and the step-aside
-    // bit (Valgrind: glibc's unlock, as every served name then is), the
-    // fast path's only test of g_lock_hooks.
-    if (__builtin_expect((g_lock_hooks & kUnlockHooks) != 0, 0)) {
-      if (SteppingAside()) return RealGlibc().pthread_mutex_unlock(m);
-      UnlockHooks(m, __builtin_return_address(0));
+    // releases the lock). One test for the unlock hooks, the step-aside
+    // bit (Valgrind: glibc's unlock, as every served name then is) and
+    // the single-threaded path, the fast path's only test of g_lock_hooks.
+    const uint8_t off = g_lock_hooks & kUnlockFastPathOff;
+    if (__builtin_expect(off != 0, 0)) {
+      if (off != kHookSingleThreaded || !__libc_single_threaded) {
+        return UnlockPlainOther(m, __builtin_return_address(0));
+      }
+      ClearMutexOwner(m);
+      if (MutexCore::UnlockFastSingleThreaded(MutexWord(m), MutexMetaOf(m))) {
+        return 0;
+      }
+    } else {
+      ClearMutexOwner(m);
     }
-    ClearMutexOwner(m);
     MutexCore::Unlock(MutexWord(m), MutexMetaOf(m));
     return 0;
   }
@@ -281,14 +343,19 @@ int pthread_mutex_destroy(pthread_mutex_t* m) {
 
 int pthread_mutex_lock(pthread_mutex_t* m) {
   // The uncontended lock of a normal or adaptive mutex with no hooks (or
-  // profiling alone): one compare-and-swap, in a frame that saves no
-  // callee-saved register.
-  if (__builtin_expect(IsPlainKind(m->__data.__kind) &&
-                           (g_lock_hooks & kLockHooks) == 0,
-                       1) &&
-      __builtin_expect(MutexCore::LockFast(MutexWord(m), MutexMetaOf(m)), 1)) {
-    NoteMutexOwner(m);
-    return 0;
+  // profiling alone) in a process with more than one thread: one
+  // compare-and-swap, in a frame that saves no callee-saved register.
+  // With one thread so far, LockOther takes the single-threaded path.
+  if (__builtin_expect(IsPlainKind(m->__data.__kind), 1)) {
+    const uint8_t off = g_lock_hooks & kLockFastPathOff;
+    if (__builtin_expect(off == 0, 1)
+            ? __builtin_expect(MutexCore::LockFast(MutexWord(m), MutexMetaOf(m)), 1)
+            : off == kHookSingleThreaded && __libc_single_threaded &&
+                  MutexCore::LockFastSingleThreaded(MutexWord(m),
+                                                    MutexMetaOf(m))) {
+      NoteMutexOwner(m);
+      return 0;
+    }
   }
   return LockOther(m, __builtin_return_address(0));
 }

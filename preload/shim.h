@@ -214,7 +214,8 @@ void ResetStandInsInChild();
 // the mutex lock and unlock fast paths test them all with one load. The
 // step-aside bit is set at load, before any code of the shim or the
 // libraries it needs runs (surface.cc); the others by the shim's
-// constructor, before the program runs. Never cleared. Hidden, with an
+// constructor, before the program runs. Never cleared, but for
+// kHookSingleThreaded. Hidden, with an
 // assembler name the exported stubs (surface.cc) read it by.
 #define PARKLOT_HOOK_STEP_ASIDE 4
 inline constexpr uint8_t kHookStats = 1;     // PARKLOT_STATS (lock_stats.cc)
@@ -223,6 +224,17 @@ inline constexpr uint8_t kHookDeadlock = 2;  // PARKLOT_DEADLOCK (deadlock.h)
 // (surface.h).
 inline constexpr uint8_t kHookStepAside = PARKLOT_HOOK_STEP_ASIDE;
 inline constexpr uint8_t kHookProfile = 8;   // PARKLOT_PROFILE (profile.h)
+// Not a hook: the process has had one thread so far, and the plain
+// mutexes' lock and unlock take the single-threaded path, as glibc's do
+// (MutexCore::LockFastSingleThreaded; docs/design.md section 5.4). Set by
+// the shim's constructor where glibc's __libc_single_threaded says so and
+// no clone(CLONE_VM) task was made; cleared for good by the first lock or
+// unlock that finds __libc_single_threaded false (glibc clears it before
+// its first thread exists, whichever of its functions makes the thread)
+// and by clone() before a task that shares the memory exists
+// (SharedMemoryTaskMade). Not in kLockHooks or kUnlockHooks: the fast
+// paths test it with them (kLockFastPathOff, kUnlockFastPathOff).
+inline constexpr uint8_t kHookSingleThreaded = 16;
 // The hooks an uncontended mutex lock runs (profiling samples contended
 // acquisitions only), and those a mutex unlock runs: one test of the byte
 // each, as for one hook. Stepping aside fails both fast paths.
@@ -230,8 +242,27 @@ inline constexpr uint8_t kLockHooks =
     kHookStats | kHookDeadlock | kHookStepAside;
 inline constexpr uint8_t kUnlockHooks =
     kHookDeadlock | kHookProfile | kHookStepAside;
+inline constexpr uint8_t kLockFastPathOff = kLockHooks | kHookSingleThreaded;
+inline constexpr uint8_t kUnlockFastPathOff =
+    kUnlockHooks | kHookSingleThreaded;
 extern uint8_t g_lock_hooks __asm__("parklot_lock_hooks")
     __attribute__((visibility("hidden")));
+// Sets hook bits `bits` (at start-up) or clears kHookSingleThreaded
+// (any time, from any thread): atomic, so that neither loses the other.
+inline void SetLockHooks(uint8_t bits) {
+  __atomic_fetch_or(&g_lock_hooks, bits, __ATOMIC_RELAXED);
+}
+// Whether the single-threaded path may be taken now: glibc still says
+// the process has one thread. Where it does not, the bit is cleared.
+// Async-signal-safe.
+bool StillSingleThreaded();
+// clone() is about to make a task that shares the process's memory: the
+// single-threaded path ends for good, and the constructor will not start
+// it (clone_shim.cc).
+void SharedMemoryTaskMade();
+// The shim's constructor: starts the single-threaded path where the
+// process has one thread.
+void StartSingleThreadedPath();
 inline bool StatsOn() { return (g_lock_hooks & kHookStats) != 0; }
 inline bool DeadlockOn() { return (g_lock_hooks & kHookDeadlock) != 0; }
 inline bool ProfileOn() { return (g_lock_hooks & kHookProfile) != 0; }

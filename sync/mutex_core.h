@@ -109,6 +109,32 @@ class MutexCore {
     return true;
   }
 
+  // LockFast and the release of Unlock for a process that has one thread
+  // (the shim, where glibc takes its single-threaded path): plain loads and
+  // stores, no atomic instruction, which no other task can race (a signal
+  // handler runs on this thread, between two of them). False, having
+  // changed nothing, where the word is not free (LockFastSingleThreaded)
+  // or not locked without parked threads (UnlockFastSingleThreaded): the
+  // caller takes the ordinary path. Only while no other task shares the
+  // process's memory.
+  static bool LockFastSingleThreaded(std::atomic<uint32_t>* word,
+                                     MutexMeta* meta) {
+    if (word->load(std::memory_order_relaxed) != kFree) return false;
+    const uint32_t slot = CurrentSlot();  // may register: before the store
+    word->store(kLocked, std::memory_order_relaxed);
+    meta->owner.store(slot, std::memory_order_relaxed);
+    return true;
+  }
+  static bool UnlockFastSingleThreaded(std::atomic<uint32_t>* word,
+                                       MutexMeta* meta) {
+    if (word->load(std::memory_order_relaxed) != kLocked) return false;
+    meta->owner.store(0, std::memory_order_relaxed);
+    // The holder cleared before the release, for a handler on this thread.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    word->store(kFree, std::memory_order_relaxed);
+    return true;
+  }
+
   // LockFast, Lock and Unlock as one step for a signal handler on the
   // calling thread: the word's change and the holder's record happen inside
   // a lock section (hash/lock_section.h), so a handler that leaves by

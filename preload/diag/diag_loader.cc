@@ -129,7 +129,7 @@ void EnableDeadlockDetection(const Config& config) {
     return;
   }
   if (g_diag.deadlock_enable(config.deadlock == DeadlockMode::kAbort)) {
-    g_lock_hooks |= kHookDeadlock;
+    SetLockHooks(kHookDeadlock);
   }
 }
 

@@ -163,7 +163,7 @@ void EnableLockStats() {
   g_filter = reinterpret_cast<std::atomic<uint64_t>*>(base + keys + stripes);
   g_table = reinterpret_cast<LockStat*>(base + keys + stripes + filter);
   RegisterForkStep(ForkStep::kShimStats, &kStatsForkStep);
-  g_lock_hooks |= kHookStats;
+  SetLockHooks(kHookStats);
 }
 
 void RecordAcquire(const void* lock, bool contended, int64_t wait_ns,

@@ -490,7 +490,7 @@ void EnableProfile(const Config& config) {
   // The walk's libgcc_s, found (or loaded) now rather than by a first walk
   // inside a lock path (own_unwinder.c).
   ParklotResolveUnwinder();
-  g_lock_hooks |= kHookProfile;
+  SetLockHooks(kHookProfile);
 }
 
 void ProfileWait::Begin(const void* lock) {
