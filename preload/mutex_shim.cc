@@ -158,8 +158,10 @@ __attribute__((noinline)) int LockProfiled(pthread_mutex_t* m) {
 }
 
 // The owner-checked kinds (recursive, error-checking) with no hooks on:
-// a re-lock, or the uncontended lock as one step (LockFastOneStep). -1
-// where the lock is taken elsewhere (LockSlow: contended).
+// a re-lock, or the uncontended lock as one step (LockFastOneStep; with
+// `single`, LockFastOneStepSingleThreaded). -1 where the lock is taken
+// elsewhere (LockSlow: contended).
+template <bool single>
 [[gnu::always_inline]] inline int LockOwnerCheckedFast(pthread_mutex_t* m,
                                                        int type) {
   std::atomic<uint32_t>* word = MutexWord(m);
@@ -169,10 +171,21 @@ __attribute__((noinline)) int LockProfiled(pthread_mutex_t* m) {
       meta->owner.load(std::memory_order_relaxed) == slot) {
     return Relock(m, type);
   }
-  if (!MutexCore::LockFastOneStepAs(word, meta, slot)) return -1;
+  if (!(single ? MutexCore::LockFastOneStepSingleThreaded(word, meta, slot)
+               : MutexCore::LockFastOneStepAs(word, meta, slot))) {
+    return -1;
+  }
   NoteMutexOwner(m);
   if (type == PTHREAD_MUTEX_RECURSIVE) m->__data.__count = 1;
   return 0;
+}
+
+// LockOwnerCheckedFast in a process with one thread so far, with plain
+// stores as glibc's: out of line, so that LockOther's frame stays small.
+__attribute__((noinline)) int LockOwnerCheckedSingleThreaded(pthread_mutex_t* m,
+                                                            int type) {
+  if (!StillSingleThreaded()) return LockOwnerCheckedFast<false>(m, type);
+  return LockOwnerCheckedFast<true>(m, type);
 }
 
 // pthread_mutex_lock past its uncontended fast path: contended plain
@@ -214,7 +227,9 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
              (g_lock_hooks & ~kHookSingleThreaded) == 0 &&
              (type == PTHREAD_MUTEX_RECURSIVE ||
                                    type == PTHREAD_MUTEX_ERRORCHECK)) {
-    const int rc = LockOwnerCheckedFast(m, type);
+    const int rc = (g_lock_hooks & kHookSingleThreaded) != 0
+                       ? LockOwnerCheckedSingleThreaded(m, type)
+                       : LockOwnerCheckedFast<false>(m, type);
     if (rc >= 0) return rc;
   }
   return LockSlow(m, nullptr, CLOCK_REALTIME, false, caller);
@@ -276,7 +291,10 @@ __attribute__((noinline)) int UnlockOther(pthread_mutex_t* m,
   if (type == PTHREAD_MUTEX_RECURSIVE && --m->__data.__count != 0) return 0;
   if ((g_lock_hooks & kUnlockHooks) != 0) UnlockHooks(m, site);
   ClearMutexOwner(m);
-  MutexCore::UnlockOneStep(word, MutexMetaOf(m));
+  if ((g_lock_hooks & kHookSingleThreaded) == 0 || !StillSingleThreaded() ||
+      !MutexCore::UnlockOneStepSingleThreaded(word, MutexMetaOf(m))) {
+    MutexCore::UnlockOneStep(word, MutexMetaOf(m));
+  }
   return 0;
 }
 

@@ -178,6 +178,52 @@ class MutexCore {
     return true;
 #endif
   }
+  // LockFastOneStepAs and UnlockOneStep's release for a process that has
+  // one thread (as LockFastSingleThreaded): plain loads and stores, the
+  // holder's record in the same step regions. LockFastOneStepSingleThreaded
+  // returns whether the caller now holds the lock (false: not free);
+  // UnlockOneStepSingleThreaded whether it released it (false, having
+  // changed nothing: not locked without parked threads; the caller unlocks
+  // with UnlockOneStep). Without step regions, the atomic steps.
+  static bool LockFastOneStepSingleThreaded(std::atomic<uint32_t>* word,
+                                            MutexMeta* meta, uint32_t slot) {
+#if PARKLOT_MUTEX_STEP_REGIONS
+    bool taken;
+    asm volatile(
+        "cmpl $0, (%[word])\n\t"
+        "jne 2f\n\t"
+        "movl $1, (%[word])\n"
+        "1:\tmovl %%edx, (%%rsi)\n"
+        "2:\n\t" PARKLOT_MUTEX_STEP("1b", "2b", "2b", "2b", "1")
+        : "=@ccz"(taken)
+        : [word] "r"(word), "S"(&meta->owner), "d"(slot)
+        : "memory");
+    return taken;
+#else
+    return LockFastOneStepAs(word, meta, slot);
+#endif
+  }
+  static bool UnlockOneStepSingleThreaded(std::atomic<uint32_t>* word,
+                                          MutexMeta* meta) {
+#if PARKLOT_MUTEX_STEP_REGIONS
+    bool released;
+    [[maybe_unused]] uint32_t slot;  // the holder's, while cleared
+    asm volatile(
+        "movl (%%rsi), %%edx\n\t"
+        "cmpl $1, (%[word])\n\t"
+        "jne 2f\n"
+        "0:\tmovl $0, (%%rsi)\n"
+        "1:\tmovl $0, (%[word])\n"
+        "2:\n\t" PARKLOT_MUTEX_STEP("1b", "2b", "2b", "0b", "2")
+        : "=@ccz"(released), "=&d"(slot)
+        : [word] "r"(word), "S"(&meta->owner)
+        : "memory");
+    return released;
+#else
+    UnlockOneStep(word, meta);
+    return true;
+#endif
+  }
   static bool LockOneStep(std::atomic<uint32_t>* word, MutexMeta* meta,
                           const Deadline& deadline = Deadline::Never()) {
     return LockFastOneStep(word, meta) || LockSlow(word, meta, deadline);

@@ -486,6 +486,8 @@ std::vector<Case> AllCases() {
     for (const char* a : {"lock", "notify", "post", "wake", "jump"}) cs.push_back({p, a});
   }
   cs.push_back({"clone", "kill"});
+  cs.push_back({"single", "lock"});
+  cs.push_back({"single", "jump"});
   return cs;
 }
 

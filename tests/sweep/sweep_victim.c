@@ -1,7 +1,7 @@
 /* The program sweep_driver runs under the shim and ptrace.
  *
  *   sweep_victim PATH ACTION
- *     PATH:   mutex | cond | sem | rwlock | futex | clone
+ *     PATH:   mutex | cond | sem | rwlock | futex | clone | single
  *     ACTION: none | lock | notify | post | wake | jump | kill
  *   SWEEP_RECORD=1: the driver sends no signal (its record run)
  *
@@ -15,7 +15,10 @@
  * Afterwards the program checks that every wake the handler sent arrived,
  * that the path's own partner finished, and that the lot still serves
  * contended waits (the bucket table is one bucket, PARKLOT_POLICY=fixed:1,
- * so every object shares the bucket the path used). Exit status: 0 passed,
+ * so every object shares the bucket the path used). `single` is the mutex
+ * path in a process that has one thread until the path ends (no partner:
+ * the shim's single-threaded path, uncontended; actions none, lock and
+ * jump; the handler's mutex has no holder). Exit status: 0 passed,
  * 1 a check failed, 3 the watchdog fired (a hang). */
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
@@ -24,6 +27,7 @@
 #include <semaphore.h>
 #include <setjmp.h>
 #include <sys/mman.h>
+#include <sys/single_threaded.h>
 #include <sys/wait.h>
 
 #include "tests/preload/shim_test_util.h"
@@ -32,10 +36,10 @@
 #define SWEEP_BEGIN_MAGIC 0x5eeb0001L
 #define SWEEP_END_MAGIC 0x5eeb0002L
 
-enum Path { kMutex, kCond, kSem, kRwlock, kFutex, kClone };
+enum Path { kMutex, kCond, kSem, kRwlock, kFutex, kClone, kSingle };
 enum Action { kNone, kLock, kNotify, kPost, kWake, kJump, kKill };
 static const char* const kPaths[] = {"mutex", "cond", "sem", "rwlock",
-                                     "futex", "clone"};
+                                     "futex", "clone", "single"};
 static const char* const kActions[] = {"none", "lock", "notify", "post",
                                        "wake", "jump", "kill"};
 
@@ -150,6 +154,8 @@ static void* path_partner(void* arg) {
         shim_futex(&g_fw_b, FUTEX_WAIT_PRIVATE, 0, NULL);
       }
       break;
+    case kSingle:  /* no partner: the process keeps one thread */
+      break;
   }
   return NULL;
 }
@@ -164,6 +170,7 @@ static void run_path(void) {
   switch (g_path) {
     case kMutex:
     case kClone:
+    case kSingle:
       if (g_phase == 0) {
         rc = pthread_mutex_lock(&g_m1);
         if (!(rc == 0 || (redo && rc == EDEADLK))) SHIM_FAIL("mutex lock: %d", rc);
@@ -376,7 +383,7 @@ static int lookup(const char* s, const char* const* names, int n) {
 
 int main(int argc, char** argv) {
   if (argc != 3) FATAL("usage: sweep_victim PATH ACTION");
-  g_path = (enum Path)lookup(argv[1], kPaths, 6);
+  g_path = (enum Path)lookup(argv[1], kPaths, 7);
   g_action = (enum Action)lookup(argv[2], kActions, 7);
   g_record = getenv("SWEEP_RECORD") != NULL;
   const char* w = getenv("SWEEP_WATCHDOG_S");
@@ -398,14 +405,20 @@ int main(int argc, char** argv) {
   /* The handler's waiter sleeps before the path starts, so the handler
    * always finds it queued. */
   pthread_t ap = 0;
-  if (g_action != kNone && g_action != kJump && g_action != kKill) {
+  if (g_action != kNone && g_action != kJump && g_action != kKill &&
+      g_path != kSingle) {
     ap = shim_spawn(action_partner, NULL);
     while (!__atomic_load_n(&g_ap_tid, __ATOMIC_ACQUIRE)) shim_sleep_us(200);
     if (g_action != kLock) await_sleeping(g_ap_tid);
   }
   g_path_tid = g_path == kClone ? 0 : (pid_t)syscall(SYS_gettid);
-  pthread_t pp = shim_spawn(path_partner, NULL);
-  while (!__atomic_load_n(&g_partner_ready, __ATOMIC_ACQUIRE)) shim_sleep_us(200);
+  pthread_t pp = 0;
+  if (g_path != kSingle) {
+    pp = shim_spawn(path_partner, NULL);
+    while (!__atomic_load_n(&g_partner_ready, __ATOMIC_ACQUIRE)) shim_sleep_us(200);
+  } else if (!__libc_single_threaded) {
+    FATAL("single: the process has more than one thread before the path");
+  }
 
   if (g_path == kClone) {
     enum { kStackBytes = 256 * 1024 };
@@ -429,7 +442,8 @@ int main(int argc, char** argv) {
     run_path();
     sweep_end();
   }
-  pthread_join(pp, NULL);
+  if (pp != 0) pthread_join(pp, NULL);
+  if (g_path == kSingle) CHECK(__libc_single_threaded);
 
   /* Every wake the handler sent arrived. The driver's record run
    * (SWEEP_RECORD=1) sends no signal. */
@@ -455,6 +469,12 @@ int main(int argc, char** argv) {
       break;
     default:
       break;
+  }
+  /* The mutex path left its mutex free: a jump out of it left it either
+   * not taken or taken with its holder recorded, and the redo let it go. */
+  if (g_path == kMutex || g_path == kSingle) {
+    CHECK_RC(pthread_mutex_trylock(&g_m1), 0);
+    CHECK_RC(pthread_mutex_unlock(&g_m1), 0);
   }
   if (g_path == kSem) {
     int v = -1;
