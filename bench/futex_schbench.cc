@@ -32,6 +32,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -170,6 +171,9 @@ struct Group {
   alignas(64) std::atomic<uint32_t> pending{0};
   alignas(64) std::atomic<bool>* stop = nullptr;
   std::atomic<uint32_t>* ready = nullptr;
+  // Message threads running, and the start of the measured window.
+  std::atomic<uint32_t>* running = nullptr;
+  std::atomic<bool>* go = nullptr;
   std::vector<std::unique_ptr<Worker>> workers;
   pthread_t thread{};
   int64_t work_ns = 0;
@@ -203,6 +207,10 @@ void* WorkerMain(void* arg) {
 void* MessageMain(void* arg) {
   Group* g = static_cast<Group*>(arg);
   const uint32_t n = static_cast<uint32_t>(g->workers.size());
+  // The window opens once every message thread runs: on a busy machine a
+  // thread just created may not run within a short window at all.
+  g->running->fetch_add(1, std::memory_order_release);
+  while (!g->go->load(std::memory_order_acquire)) sched_yield();
   while (!g->stop->load(std::memory_order_acquire)) {
     g->pending.store(n, std::memory_order_relaxed);
     for (auto& w : g->workers) {
@@ -234,6 +242,8 @@ int RunChild(const Configuration& c, int m, int wcount, absl::Duration d,
   }
   std::atomic<bool> stop{false};
   std::atomic<uint32_t> ready{0};
+  std::atomic<uint32_t> running{0};
+  std::atomic<bool> go{false};
   std::vector<std::unique_ptr<Group>> groups;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -242,6 +252,8 @@ int RunChild(const Configuration& c, int m, int wcount, absl::Duration d,
     auto g = std::make_unique<Group>();
     g->stop = &stop;
     g->ready = &ready;
+    g->running = &running;
+    g->go = &go;
     g->work_ns = work_ns;
     for (int j = 0; j < wcount; ++j) {
       auto w = std::make_unique<Worker>();
@@ -266,8 +278,12 @@ int RunChild(const Configuration& c, int m, int wcount, absl::Duration d,
   }
   timespec settle = {0, 20000000};
   nanosleep(&settle, nullptr);
-  const int64_t t0 = NowNs();
   for (auto& g : groups) pthread_create(&g->thread, &attr, MessageMain, g.get());
+  while (running.load(std::memory_order_acquire) < static_cast<uint32_t>(m)) {
+    sched_yield();
+  }
+  const int64_t t0 = NowNs();
+  go.store(true, std::memory_order_release);
   timespec ts = absl::ToTimespec(d);
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }

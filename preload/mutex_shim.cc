@@ -202,13 +202,12 @@ __attribute__((noinline)) int LockOther(pthread_mutex_t* m,
   }
   const int kind = m->__data.__kind;
   if (IsPlainKind(kind)) {
-    // One thread so far, and no lock hook: glibc's single-threaded path,
-    // or the compare-and-swap pthread_mutex_lock left out where a thread
-    // has appeared since.
+    // The single-threaded path was on but glibc now counts a second
+    // thread: the path ends, and the compare-and-swap pthread_mutex_lock
+    // left out comes now. (Still one thread: the word was taken.)
     if ((g_lock_hooks & kLockFastPathOff) == kHookSingleThreaded &&
-        (StillSingleThreaded()
-             ? MutexCore::LockFastSingleThreaded(MutexWord(m), MutexMetaOf(m))
-             : MutexCore::LockFast(MutexWord(m), MutexMetaOf(m)))) {
+        !StillSingleThreaded() &&
+        MutexCore::LockFast(MutexWord(m), MutexMetaOf(m))) {
       NoteMutexOwner(m);
       return 0;
     }
@@ -361,9 +360,9 @@ int pthread_mutex_destroy(pthread_mutex_t* m) {
 
 int pthread_mutex_lock(pthread_mutex_t* m) {
   // The uncontended lock of a normal or adaptive mutex with no hooks (or
-  // profiling alone) in a process with more than one thread: one
-  // compare-and-swap, in a frame that saves no callee-saved register.
-  // With one thread so far, LockOther takes the single-threaded path.
+  // profiling alone): one compare-and-swap, in a frame that saves no
+  // callee-saved register; while the process has one thread, plain stores
+  // instead, as glibc's (kHookSingleThreaded).
   if (__builtin_expect(IsPlainKind(m->__data.__kind), 1)) {
     const uint8_t off = g_lock_hooks & kLockFastPathOff;
     if (__builtin_expect(off == 0, 1)
