@@ -6,8 +6,8 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include "preload/task_model.h"
 #include "hash/lock_section.h"
+#include "preload/task_model.h"
 #include "runtime/parking_lot.h"
 #include "sync/mutex_core.h"
 

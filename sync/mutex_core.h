@@ -136,14 +136,17 @@ class MutexCore {
   }
 
   // LockFast, Lock and Unlock as one step for a signal handler on the
-  // calling thread: the word's change and the holder's record happen inside
-  // a lock section (hash/lock_section.h), so a handler that leaves by
-  // siglongjmp finds the lock either not taken or taken with its holder
-  // recorded, and a redone lock of an error-checking mutex answers EDEADLK
-  // rather than waiting on itself (docs/design.md section 2.9). For the
-  // mutexes whose holder is checked (the shim's error-checking and
-  // recursive kinds, a condvar wait's release and re-take); a few ns more
-  // than the plain calls. LockSlow always takes the word so. Thread-safe.
+  // calling thread: the word's change and the holder's record happen in a
+  // step region that the shim's handler runner finishes or takes back
+  // (SettleInterruptedStep; x86-64), or inside a lock section
+  // (hash/lock_section.h, which defers the handler; the contended paths,
+  // other architectures), so a handler that leaves by siglongjmp finds the
+  // lock either not taken or taken with its holder recorded, and a redone
+  // lock of an error-checking mutex answers EDEADLK rather than waiting on
+  // itself (docs/design.md section 4, Mutex). For the mutexes whose holder
+  // is checked (the shim's error-checking and recursive kinds, a condvar
+  // wait's release and re-take). LockSlow always takes the word so.
+  // Thread-safe.
   static bool LockFastOneStep(std::atomic<uint32_t>* word, MutexMeta* meta) {
     // CurrentSlot may register: outside the section.
     return LockFastOneStepAs(word, meta, CurrentSlot());

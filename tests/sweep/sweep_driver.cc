@@ -88,8 +88,8 @@ struct Symbol {
 std::vector<Symbol> g_symbols;  // the shim's text symbols, sorted
 
 // The mutex step regions (sync/mutex_core.h, PARKLOT_MUTEX_STEP), as
-// [first store, end) offsets: the instruction that makes the step's first
-// store and every one after it until the step ends.
+// [begin, end) offsets, begin being the first instruction after the step's
+// first store; the sweep stops at every one, and at the store before.
 std::vector<std::pair<uint64_t, uint64_t>> g_step_regions;
 
 volatile sig_atomic_t g_timed_out;
@@ -594,6 +594,13 @@ int main(int argc, char** argv) {
   if (g_opt.preload.empty()) g_opt.preload = g_opt.shim;
   LoadSymbols();
   LoadStepRegions();
+  // An x86-64 shim inlines its mutex steps as regions: none found means the
+  // sweep would stop in them only by chance.
+  if (g_step_regions.empty()) {
+    fprintf(stderr, "sweep_driver: no mutex step regions (section "
+                    "parklot_mutex_step) in %s\n", g_opt.shim.c_str());
+    return 2;
+  }
   // The section depth is what every later call of the thread reads: the
   // sweep cannot check what it was built for without it. (A futex re-entry
   // count, t_depth, is checked too where a shim still has one.)
