@@ -353,13 +353,15 @@ __attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotGlibcOwn(
   return reinterpret_cast<void*>(addr);
 }
 
-// own_unwinder.c. glibc's dlopen and dlvsym, not the shim's (no
+// own_unwinder.c: libgcc_s's `name` at `version`, nullptr if the library
+// or the symbol is missing (ParklotUnwinderFind), or the process ends with
+// one line on stderr (ParklotUnwinderOwn). glibc's dlopen and dlvsym, not the shim's (no
 // RTLD_DEEPBIND checks, no caller to answer for): libgcc_s is already
 // loaded whenever an unwind runs through the shim (glibc loads it for
 // cancellation and exit, a C++ program links it), so the dlopen finds it;
 // it loads it only in a program with a static unwinder, as the DT_NEEDED
 // entry this replaces did at start-up.
-__attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotUnwinderOwn(
+__attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotUnwinderFind(
     const char* name, const char* version) {
   using namespace parklot::internal::preload;
   Objects local;
@@ -369,11 +371,16 @@ __attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotUnwinderOwn(
   if (handle == nullptr) {
     handle = RealGlibc().dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL |
                                                      RTLD_NODELETE);
-    if (handle == nullptr) Fatal("libgcc_s.so.1 (the unwinder)");
+    if (handle == nullptr) return nullptr;
     __atomic_store_n(&g_libgcc_s, handle, __ATOMIC_RELEASE);
   }
-  void* fn = reinterpret_cast<DlvsymFn>(o.glibc_dlvsym)(handle, name, version);
-  if (fn == nullptr) Fatal(name);
+  return reinterpret_cast<DlvsymFn>(o.glibc_dlvsym)(handle, name, version);
+}
+
+__attribute__((visibility("hidden"))) PARKLOT_NOSAN void* ParklotUnwinderOwn(
+    const char* name, const char* version) {
+  void* fn = ParklotUnwinderFind(name, version);
+  if (fn == nullptr) parklot::internal::preload::Fatal(name);
   return fn;
 }
 

@@ -37,6 +37,8 @@ typedef _Unwind_Reason_Code (*_Unwind_Trace_Fn)(struct _Unwind_Context*,
 // line on stderr if the library or the symbol is missing (as glibc's
 // pthread_cancel does without libgcc_s). Thread-safe (lookup.cc).
 HIDDEN void* ParklotUnwinderOwn(const char* name, const char* version);
+// The same, but nullptr where the library or the symbol is missing.
+HIDDEN void* ParklotUnwinderFind(const char* name, const char* version);
 
 // Declared hidden before the forwarders refer to them.
 #pragma GCC visibility push(hidden)
@@ -102,5 +104,10 @@ UNW(_Unwind_Reason_Code, _Unwind_Backtrace, "GCC_3.3",
     (_Unwind_Trace_Fn fn, void* arg), (fn, arg))
 
 // Resolves the stack walk now (PARKLOT_PROFILE's start, before main), so
-// that no walk loads libgcc_s inside a lock path.
-HIDDEN void ParklotResolveUnwinder(void) { (void)Unw__Unwind_Backtrace(); }
+// that no walk loads libgcc_s inside a lock path. Returns 0 where libgcc_s
+// or its _Unwind_Backtrace is missing (the profile stays off), 1 otherwise.
+HIDDEN int ParklotResolveUnwinder(void) {
+  if (ParklotUnwinderFind("_Unwind_Backtrace", "GCC_3.3") == 0) return 0;
+  (void)Unw__Unwind_Backtrace();
+  return 1;
+}

@@ -247,8 +247,9 @@ inline constexpr uint8_t kUnlockFastPathOff =
     kUnlockHooks | kHookSingleThreaded;
 extern uint8_t g_lock_hooks __asm__("parklot_lock_hooks")
     __attribute__((visibility("hidden")));
-// Sets hook bits `bits` (at start-up) or clears kHookSingleThreaded
-// (any time, from any thread): atomic, so that neither loses the other.
+// Sets hook bits `bits` (at start-up): atomic, as the clearing of
+// kHookSingleThreaded (StillSingleThreaded, SharedMemoryTaskMade, any
+// time, from any thread), so that neither loses the other.
 inline void SetLockHooks(uint8_t bits) {
   __atomic_fetch_or(&g_lock_hooks, bits, __ATOMIC_RELAXED);
 }

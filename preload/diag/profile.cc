@@ -27,7 +27,7 @@
 #include "preload/diag/report.h"
 #include "runtime/deadline.h"
 
-extern "C" void ParklotResolveUnwinder();  // own_unwinder.c
+extern "C" int ParklotResolveUnwinder();  // own_unwinder.c
 
 namespace parklot::internal::preload {
 
@@ -468,6 +468,13 @@ void EnableProfile(const Config& config) {
   constexpr size_t releases = kSlots * sizeof(Releases);
   constexpr size_t locks = kLocks * sizeof(LockEntry);
   constexpr size_t bytes = stacks + slots + releases + locks + sizeof(Counts);
+  // The walk's libgcc_s, found (or loaded) now rather than by a first walk
+  // inside a lock path (own_unwinder.c).
+  if (!ParklotResolveUnwinder()) {
+    SayLine("parklot: libgcc_s.so.1 (the unwinder) not found; "
+            "PARKLOT_PROFILE is off");
+    return;
+  }
   // No reserve: most of the stack table stays untouched.
   void* p = MapAnonymous(bytes, /*reserve=*/false);
   if (p == nullptr) {
@@ -487,9 +494,6 @@ void EnableProfile(const Config& config) {
   dl_iterate_phdr(FindShim, &r);
   g_shim_begin = r.begin;
   g_shim_end = r.end;
-  // The walk's libgcc_s, found (or loaded) now rather than by a first walk
-  // inside a lock path (own_unwinder.c).
-  ParklotResolveUnwinder();
   SetLockHooks(kHookProfile);
 }
 
