@@ -588,9 +588,10 @@ void RunJumpingHelper(bool wrapped) {
     // The jumper's handler ran its duty: everyone else comes out now.
     ASSERT_TRUE(WaitFor([&] { return returned.load() == n - 1; },
                         absl::Seconds(20)));
-  } else {
-    ASSERT_TRUE(WaitFor([&] { return jumped.load() == 1; }));
   }
+  // The jumper counts itself after its siglongjmp, which a busy machine may
+  // delay past the others' return.
+  ASSERT_TRUE(WaitFor([&] { return jumped.load() >= 1; }));
   EXPECT_EQ(jumped.load(), 1);
   release_jumpers.store(true);
   ASSERT_TRUE(WaitFor([&] { return returned.load() == n - 1; },
